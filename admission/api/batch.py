@@ -1,0 +1,24 @@
+"""batch/v1 Job, read the way Kueue's job integration turns it into a Workload."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from admission.api.base import ApiModel, ObjectMeta, Str
+from admission.api.core import PodTemplateSpec
+
+
+class JobSpec(ApiModel):
+    parallelism: int | None = None
+    completions: int | None = None
+    template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+    suspend: bool | None = None
+
+
+class Job(ApiModel):
+    api_version: Str
+    kind: Literal["Job"]
+    metadata: ObjectMeta
+    spec: JobSpec = Field(default_factory=JobSpec)

@@ -1,0 +1,208 @@
+"""kueue.x-k8s.io objects, read from v1beta1 and v1beta2 alike.
+
+Where the two versions name a field differently, both names are accepted and
+the model exposes one (``ClusterQueueSpec.cohort`` holds v1beta1 ``cohort``
+and v1beta2 ``cohortName``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, field_validator
+
+from admission.api.base import (
+    ApiModel,
+    LabelSelector,
+    ObjectMeta,
+    QuantityValue,
+    Str,
+)
+from admission.api.core import PodTemplateSpec, Taint, Toleration
+from admission.quantity import Quantity
+
+StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+
+
+class ResourceFlavorSpec(ApiModel):
+    node_labels: dict[str, Str] = Field(default_factory=dict)
+    node_taints: list[Taint] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    resource_weights: dict[str, QuantityValue] = Field(default_factory=dict)
+
+    @field_validator("resource_weights")
+    @classmethod
+    def _weights_positive(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        for resource, weight in sorted(value.items()):
+            if weight.value <= 0:
+                raise ValueError(
+                    f"weight of {resource} must be greater than 0, got {weight}; "
+                    'use a positive quantity such as "1", "8" or "0.5"'
+                )
+        return value
+
+
+class ResourceFlavor(ApiModel):
+    api_version: Str
+    kind: Literal["ResourceFlavor"]
+    metadata: ObjectMeta
+    spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)
+
+
+class ResourceQuota(ApiModel):
+    name: Str
+    nominal_quota: QuantityValue
+    borrowing_limit: QuantityValue | None = None
+    lending_limit: QuantityValue | None = None
+
+
+class FlavorQuotas(ApiModel):
+    name: Str
+    resources: list[ResourceQuota] = Field(default_factory=list)
+
+
+class ResourceGroup(ApiModel):
+    covered_resources: list[Str] = Field(default_factory=list)
+    flavors: list[FlavorQuotas] = Field(default_factory=list)
+
+
+class BorrowWithinCohort(ApiModel):
+    policy: Literal["Never", "LowerPriority"] = "Never"
+    max_priority_threshold: int | None = None
+
+
+class Preemption(ApiModel):
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "Never"
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Never"
+    borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort)
+
+
+def _fungibility_alias(value: Any) -> Any:
+    # v1beta2 renamed the "stop here" values; they mean the same as v1beta1's.
+    return {"MayStopSearch": "Borrow"}.get(value, value) if isinstance(value, str) else value
+
+
+class FlavorFungibility(ApiModel):
+    when_can_borrow: Literal["Borrow", "TryNextFlavor"] = "Borrow"
+    when_can_preempt: Literal["Preempt", "TryNextFlavor"] = "TryNextFlavor"
+
+    @field_validator("when_can_borrow", mode="before")
+    @classmethod
+    def _borrow_alias(cls, value: Any) -> Any:
+        return _fungibility_alias(value)
+
+    @field_validator("when_can_preempt", mode="before")
+    @classmethod
+    def _preempt_alias(cls, value: Any) -> Any:
+        return {"MayStopSearch": "Preempt"}.get(value, value) if isinstance(value, str) else value
+
+
+class FairSharing(ApiModel):
+    weight: QuantityValue | None = None
+
+
+class ClusterQueueSpec(ApiModel):
+    resource_groups: list[ResourceGroup] = Field(default_factory=list)
+    cohort: Str = Field(default="", validation_alias=AliasChoices("cohortName", "cohort"))
+    queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO"] = "BestEffortFIFO"
+    namespace_selector: LabelSelector | None = None
+    preemption: Preemption = Field(default_factory=Preemption)
+    flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
+    fair_sharing: FairSharing | None = None
+    stop_policy: StopPolicy = "None"
+
+
+class ClusterQueue(ApiModel):
+    api_version: Str
+    kind: Literal["ClusterQueue"]
+    metadata: ObjectMeta
+    spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+
+
+class CohortSpec(ApiModel):
+    parent_name: Str = Field(default="", validation_alias=AliasChoices("parentName", "parent"))
+    resource_groups: list[ResourceGroup] = Field(default_factory=list)
+    fair_sharing: FairSharing | None = None
+
+
+class Cohort(ApiModel):
+    api_version: Str
+    kind: Literal["Cohort"]
+    metadata: ObjectMeta
+    spec: CohortSpec = Field(default_factory=CohortSpec)
+
+
+class LocalQueueSpec(ApiModel):
+    cluster_queue: Str = ""
+    stop_policy: StopPolicy = "None"
+
+
+class LocalQueue(ApiModel):
+    api_version: Str
+    kind: Literal["LocalQueue"]
+    metadata: ObjectMeta
+    spec: LocalQueueSpec = Field(default_factory=LocalQueueSpec)
+
+
+class WorkloadPriorityClass(ApiModel):
+    api_version: Str
+    kind: Literal["WorkloadPriorityClass"]
+    metadata: ObjectMeta
+    value: int
+    description: Str = ""
+
+
+class PodSet(ApiModel):
+    name: Str = "main"
+    count: int = 1
+    min_count: int | None = None
+    template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+
+
+class PriorityClassRef(ApiModel):
+    name: Str = ""
+    kind: Str = ""
+
+
+class WorkloadSpec(ApiModel):
+    pod_sets: list[PodSet] = Field(default_factory=list)
+    queue_name: Str = ""
+    priority: int | None = None
+    priority_class_name: Str = ""
+    priority_class_source: Str = ""
+    # v1beta2 names the class through a reference instead of name + source.
+    priority_class_ref: PriorityClassRef | None = None
+    active: bool = True
+
+
+class Condition(ApiModel):
+    type: Str
+    status: Literal["True", "False", "Unknown"]
+    reason: Str = ""
+    message: Str = ""
+    last_transition_time: Str | None = None
+
+
+class PodSetAssignment(ApiModel):
+    name: Str
+    flavors: dict[str, Str] = Field(default_factory=dict)
+    resource_usage: dict[str, QuantityValue] = Field(default_factory=dict)
+    count: int | None = None
+
+
+class Admission(ApiModel):
+    cluster_queue: Str
+    pod_set_assignments: list[PodSetAssignment] = Field(default_factory=list)
+
+
+class WorkloadStatus(ApiModel):
+    admission: Admission | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class Workload(ApiModel):
+    api_version: Str
+    kind: Literal["Workload"]
+    metadata: ObjectMeta
+    spec: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    status: WorkloadStatus = Field(default_factory=WorkloadStatus)

@@ -1,0 +1,199 @@
+"""Turn a raw manifest into a typed API object, or into the errors that keep it out.
+
+This is the only door into the engine for user input, so every failure here
+becomes a :class:`FieldError` naming the field and what would be accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from admission import validation as v
+from admission.api.base import ApiModel
+from admission.api.batch import Job
+from admission.api.config import Configuration
+from admission.api.core import Namespace
+from admission.api.kueue import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    WorkloadPriorityClass,
+)
+from admission.api.scheduling import PriorityClass
+from admission.errors import FieldError, join_path
+
+KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
+CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")
+
+Validator = Callable[[Any], list[FieldError]]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    model: type[ApiModel]
+    api_versions: tuple[str, ...]
+    namespaced: bool
+    validate: Validator | None = None
+
+
+KINDS: dict[str, Kind] = {
+    "ResourceFlavor": Kind(ResourceFlavor, KUEUE_VERSIONS, namespaced=False),
+    "ClusterQueue": Kind(ClusterQueue, KUEUE_VERSIONS, False, v.validate_cluster_queue),
+    "Cohort": Kind(Cohort, (*KUEUE_VERSIONS, "kueue.x-k8s.io/v1alpha1"), False, v.validate_cohort),
+    "LocalQueue": Kind(LocalQueue, KUEUE_VERSIONS, True, v.validate_local_queue),
+    "Workload": Kind(Workload, KUEUE_VERSIONS, True, v.validate_workload),
+    "WorkloadPriorityClass": Kind(WorkloadPriorityClass, KUEUE_VERSIONS, namespaced=False),
+    "Configuration": Kind(Configuration, CONFIG_VERSIONS, False, v.validate_configuration),
+    "Namespace": Kind(Namespace, ("v1",), namespaced=False),
+    "Job": Kind(Job, ("batch/v1",), True, v.validate_job),
+    "PriorityClass": Kind(PriorityClass, ("scheduling.k8s.io/v1",), namespaced=False),
+}
+
+
+def register_kind(kind: str, spec: Kind) -> None:
+    KINDS[kind] = spec
+
+
+@dataclass(slots=True)
+class Decoded:
+    """The outcome of decoding one manifest: the object, or why it was refused."""
+
+    kind: str
+    namespace: str
+    name: str
+    obj: ApiModel | None = None
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # False for manifests that are valid but not ours (a Service, a Deployment).
+    relevant: bool = True
+
+    @property
+    def label(self) -> str:
+        ident = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind or '<no kind>'} {ident or '<no name>'}"
+
+
+def _describe(err: Mapping[str, Any]) -> str:
+    kind = err["type"]
+    given = err.get("input")
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        return f"unsupported value {given!r}; accepted values: {expected}"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return f"expected an integer, got {given!r}"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"expected true or false, got {given!r}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"expected an object (a mapping of fields), got {type(given).__name__}"
+    if kind == "list_type":
+        return f"expected a list, got {type(given).__name__}"
+    if kind in ("string_type",):
+        return f"expected a string, got {type(given).__name__} {given!r}"
+    message = str(err.get("msg", "invalid value"))
+    return message.removeprefix("Value error, ")
+
+
+def _pydantic_errors(error: ValidationError) -> list[FieldError]:
+    out: list[FieldError] = []
+    for err in error.errors(include_url=False):
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        out.append(FieldError(join_path(*loc), _describe(err)))
+    return out
+
+
+def _config_from_configmap(manifest: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """Kueue reads its Configuration from a ConfigMap's data; so do we."""
+    data = manifest.get("data")
+    if not isinstance(data, Mapping):
+        return None
+    for key in sorted(data):
+        text = data[key]
+        if not isinstance(text, str) or "Configuration" not in text:
+            continue
+        try:
+            inner = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return key, None
+        if isinstance(inner, Mapping) and inner.get("kind") == "Configuration":
+            return key, inner
+    return None
+
+
+def decode(manifest: Any) -> Decoded:
+    if not isinstance(manifest, Mapping):
+        return Decoded(
+            "", "", "", errors=[FieldError("", "a manifest must be a mapping with apiVersion and kind")]
+        )
+    kind = manifest.get("kind")
+    meta = manifest.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name: str = meta["name"] if isinstance(meta.get("name"), str) else ""
+    namespace: str = meta["namespace"] if isinstance(meta.get("namespace"), str) else ""
+    if not isinstance(kind, str) or not kind:
+        return Decoded("", namespace, name, errors=[FieldError("kind", "required field is missing")])
+
+    if kind == "ConfigMap" and manifest.get("apiVersion") == "v1":
+        found = _config_from_configmap(manifest)
+        if found is None:
+            return Decoded(kind, namespace, name, relevant=False)
+        key, inner = found
+        if inner is None:
+            return Decoded(
+                "Configuration",
+                namespace,
+                name,
+                errors=[FieldError(f"data[{key}]", "is not valid YAML")],
+            )
+        decoded = decode(inner)
+        prefix = f"data[{key}]"
+        decoded.errors = [
+            FieldError(f"{prefix}.{e.path}" if e.path else prefix, e.message) for e in decoded.errors
+        ]
+        decoded.name = decoded.name or name
+        return decoded
+
+    spec = KINDS.get(kind)
+    if spec is None:
+        return Decoded(kind, namespace, name, relevant=False)
+    api_version = manifest.get("apiVersion")
+    if api_version not in spec.api_versions:
+        return Decoded(
+            kind,
+            namespace,
+            name,
+            errors=[
+                FieldError(
+                    "apiVersion",
+                    f"unsupported apiVersion {api_version!r} for {kind}; "
+                    f"accepted: {', '.join(spec.api_versions)}",
+                )
+            ],
+        )
+    errors: list[FieldError] = []
+    if kind != "Configuration" and not name:
+        errors.append(FieldError("metadata.name", "required field is missing"))
+    if spec.namespaced and not namespace:
+        errors.append(FieldError("metadata.namespace", f"required: {kind} is namespaced"))
+    try:
+        obj = spec.model.model_validate(manifest)
+    except ValidationError as err:
+        return Decoded(kind, namespace, name, errors=errors + _pydantic_errors(err))
+    if spec.validate is not None:
+        errors.extend(spec.validate(obj))
+    if errors:
+        return Decoded(kind, namespace, name, errors=errors)
+    return Decoded(kind, namespace, name, obj=obj)
+
+
+def dump(obj: BaseModel) -> dict[str, Any]:
+    out: dict[str, Any] = obj.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return out

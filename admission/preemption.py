@@ -1,0 +1,210 @@
+"""Classical preemption: which admitted workloads to evict to make room.
+
+Candidates are workloads of the same ClusterQueue (withinClusterQueue) and
+workloads of ClusterQueues in the same cohort tree that borrow
+(reclaimWithinCohort). The smallest set is found Kueue's way: remove
+candidates in order until the preemptor fits, then put back every one whose
+removal turned out to be unnecessary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from admission.api.kueue import Preemption
+from admission.quota import FR, QuotaNode
+
+IN_CLUSTER_QUEUE = "InClusterQueue"
+IN_COHORT_RECLAMATION = "InCohortReclamation"
+IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+
+HUMAN_REASONS = {
+    IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
+    IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """An admitted workload as preemption sees it."""
+
+    key: tuple[str, str]
+    cluster_queue: str
+    priority: int
+    created_ms: int
+    reserved_ms: int
+    usage: Mapping[FR, int]
+    evicting: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    candidate: Candidate
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    cluster_queue: str
+    priority: int
+    created_ms: int
+    usage: Mapping[FR, int]
+    preempt_frs: frozenset[FR]
+
+
+def remove(nodes: Mapping[str, QuotaNode], cand: Candidate) -> None:
+    node = nodes[cand.cluster_queue]
+    for fr, amount in sorted(cand.usage.items()):
+        node.remove_usage(fr, amount)
+
+
+def restore(nodes: Mapping[str, QuotaNode], cand: Candidate) -> None:
+    node = nodes[cand.cluster_queue]
+    for fr, amount in sorted(cand.usage.items()):
+        node.add_usage(fr, amount)
+
+
+def fits(node: QuotaNode, usage: Mapping[FR, int], allow_borrowing: bool) -> bool:
+    for fr, amount in usage.items():
+        if not allow_borrowing and node.borrowing_with(fr, amount):
+            return False
+        if amount > node.available(fr):
+            return False
+    return True
+
+
+def is_borrowing(node: QuotaNode, frs: Iterable[FR]) -> bool:
+    return any(node.borrowing_with(fr, 0) for fr in frs)
+
+
+def uses_any(cand: Candidate, frs: frozenset[FR]) -> bool:
+    return any(fr in frs for fr in cand.usage)
+
+
+def candidate_order(cq_name: str) -> Callable[[Candidate], tuple[object, ...]]:
+    """Evicting first, then other queues' workloads, lower priority, most recently admitted."""
+
+    def key(c: Candidate) -> tuple[object, ...]:
+        return (
+            not c.evicting,
+            c.cluster_queue == cq_name,
+            c.priority,
+            -c.reserved_ms,
+            c.key,
+        )
+
+    return key
+
+
+def find_candidates(
+    pre: Preemptor,
+    policy: Preemption,
+    node: QuotaNode,
+    admitted: Mapping[str, Sequence[Candidate]],
+) -> list[Candidate]:
+    out: list[Candidate] = []
+    if policy.within_cluster_queue != "Never":
+        newer_equal = policy.within_cluster_queue == "LowerOrNewerEqualPriority"
+        for cand in admitted.get(pre.cluster_queue, ()):
+            if cand.priority > pre.priority:
+                continue
+            if cand.priority == pre.priority and not (newer_equal and pre.created_ms < cand.created_ms):
+                continue
+            if uses_any(cand, pre.preempt_frs):
+                out.append(cand)
+    if node.parent is not None and policy.reclaim_within_cohort != "Never":
+        only_lower = policy.reclaim_within_cohort == "LowerPriority"
+        for other in sorted(node.root.cluster_queues(), key=lambda n: n.name):
+            if other is node or not is_borrowing(other, pre.preempt_frs):
+                continue
+            for cand in admitted.get(other.name, ()):
+                if only_lower and cand.priority >= pre.priority:
+                    continue
+                if uses_any(cand, pre.preempt_frs):
+                    out.append(cand)
+    out.sort(key=candidate_order(pre.cluster_queue))
+    return out
+
+
+def minimal_preemptions(
+    pre: Preemptor,
+    node: QuotaNode,
+    nodes: Mapping[str, QuotaNode],
+    candidates: Sequence[Candidate],
+    allow_borrowing: bool,
+    borrow_below_priority: int | None,
+) -> list[Target]:
+    targets: list[Target] = []
+    found = False
+    for cand in candidates:
+        cand_node = nodes[cand.cluster_queue]
+        same = cand_node is node
+        reason = IN_CLUSTER_QUEUE
+        if not same:
+            # An earlier removal may have brought that queue back under its quota.
+            if not is_borrowing(cand_node, pre.preempt_frs):
+                continue
+            reason = IN_COHORT_RECLAMATION
+            if borrow_below_priority is not None:
+                if cand.priority >= borrow_below_priority:
+                    allow_borrowing = False
+                else:
+                    reason = IN_COHORT_RECLAIM_WHILE_BORROWING
+        remove(nodes, cand)
+        targets.append(Target(cand, reason))
+        if fits(node, pre.usage, allow_borrowing):
+            found = True
+            break
+    if not found:
+        for t in reversed(targets):
+            restore(nodes, t.candidate)
+        return []
+    # Put back, newest removal first, every workload the preemptor fits without.
+    i = len(targets) - 2
+    while i >= 0:
+        restore(nodes, targets[i].candidate)
+        if fits(node, pre.usage, allow_borrowing):
+            targets[i] = targets[-1]
+            targets.pop()
+        else:
+            remove(nodes, targets[i].candidate)
+        i -= 1
+    for t in reversed(targets):
+        restore(nodes, t.candidate)
+    return targets
+
+
+def classical_targets(
+    pre: Preemptor,
+    policy: Preemption,
+    node: QuotaNode,
+    nodes: Mapping[str, QuotaNode],
+    admitted: Mapping[str, Sequence[Candidate]],
+) -> list[Target]:
+    candidates = find_candidates(pre, policy, node, admitted)
+    if not candidates:
+        return []
+    same_queue = [c for c in candidates if c.cluster_queue == pre.cluster_queue]
+    if len(same_queue) == len(candidates):
+        return minimal_preemptions(pre, node, nodes, candidates, True, None)
+    bwc = policy.borrow_within_cohort
+    if bwc.policy != "Never":
+        threshold = bwc.max_priority_threshold
+        below = pre.priority if threshold is None else min(pre.priority, threshold + 1)
+        return minimal_preemptions(pre, node, nodes, candidates, True, below)
+    targets = minimal_preemptions(pre, node, nodes, candidates, False, None)
+    if not targets:
+        # Only now may the preemptor borrow, and then only at its own queue's expense.
+        targets = minimal_preemptions(pre, node, nodes, same_queue, True, None)
+    return targets
+
+
+def preemption_message(reason: str, preemptor_uid: str, preemptor_job_uid: str) -> str:
+    return (
+        f"Preempted to accommodate a workload (UID: {preemptor_uid}, "
+        f"JobUID: {preemptor_job_uid}) due to {HUMAN_REASONS[reason]}"
+    )

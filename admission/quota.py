@@ -1,0 +1,115 @@
+"""The quota tree: ClusterQueues and Cohorts, their quotas and their usage.
+
+Amounts follow Kueue's resource nodes: a node's subtree quota is its own
+nominal quota plus what its children lend to it; a child keeps back
+(guarantees itself) whatever exceeds its lending limit; usage climbs to the
+parent only beyond that guarantee.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+FR = tuple[str, str]  # (flavor, resource)
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(eq=False, slots=True)
+class QuotaNode:
+    name: str
+    is_cluster_queue: bool
+    quotas: dict[FR, Quota] = field(default_factory=dict)
+    parent: QuotaNode | None = None
+    children: list[QuotaNode] = field(default_factory=list)
+    subtree: dict[FR, int] = field(default_factory=dict)
+    usage: dict[FR, int] = field(default_factory=dict)
+    fair_weight: Fraction = Fraction(1)
+
+    def __repr__(self) -> str:
+        kind = "ClusterQueue" if self.is_cluster_queue else "Cohort"
+        return f"<{kind} {self.name}>"
+
+    @property
+    def root(self) -> QuotaNode:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def guaranteed(self, fr: FR) -> int:
+        quota = self.quotas.get(fr)
+        if quota is None or quota.lending_limit is None:
+            return 0
+        return max(0, self.subtree.get(fr, 0) - quota.lending_limit)
+
+    def available(self, fr: FR) -> int:
+        """What a workload in this node could still take, borrowing where allowed."""
+        if self.parent is None:
+            return self.subtree.get(fr, 0) - self.usage.get(fr, 0)
+        usage = self.usage.get(fr, 0)
+        guaranteed = self.guaranteed(fr)
+        local = max(0, guaranteed - usage)
+        from_parent = self.parent.available(fr)
+        quota = self.quotas.get(fr)
+        if quota is not None and quota.borrowing_limit is not None:
+            stored_in_parent = self.subtree.get(fr, 0) - guaranteed
+            used_in_parent = max(0, usage - guaranteed)
+            from_parent = min(from_parent, stored_in_parent - used_in_parent + quota.borrowing_limit)
+        return local + from_parent
+
+    def potential_available(self, fr: FR) -> int:
+        """What this node could take if nothing else were running."""
+        if self.parent is None:
+            return self.subtree.get(fr, 0)
+        total = self.guaranteed(fr) + self.parent.potential_available(fr)
+        quota = self.quotas.get(fr)
+        if quota is not None and quota.borrowing_limit is not None:
+            total = min(total, self.subtree.get(fr, 0) + quota.borrowing_limit)
+        return total
+
+    def borrowing_with(self, fr: FR, extra: int) -> bool:
+        return self.usage.get(fr, 0) + extra > self.subtree.get(fr, 0)
+
+    def add_usage(self, fr: FR, amount: int) -> None:
+        node: QuotaNode | None = self
+        while node is not None and amount > 0:
+            local_free = max(0, node.guaranteed(fr) - node.usage.get(fr, 0))
+            node.usage[fr] = node.usage.get(fr, 0) + amount
+            amount = max(0, amount - local_free)
+            node = node.parent
+
+    def remove_usage(self, fr: FR, amount: int) -> None:
+        node: QuotaNode | None = self
+        while node is not None and amount > 0:
+            stored_in_parent = node.usage.get(fr, 0) - node.guaranteed(fr)
+            node.usage[fr] = node.usage.get(fr, 0) - amount
+            if stored_in_parent <= 0:
+                return
+            amount = min(amount, stored_in_parent)
+            node = node.parent
+
+    def walk(self) -> Iterator[QuotaNode]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def cluster_queues(self) -> Iterator[QuotaNode]:
+        return (n for n in self.walk() if n.is_cluster_queue)
+
+
+def compute_subtree_quotas(root: QuotaNode) -> None:
+    for child in root.children:
+        compute_subtree_quotas(child)
+    subtree = {fr: q.nominal for fr, q in root.quotas.items()}
+    for child in root.children:
+        for fr, amount in child.subtree.items():
+            subtree[fr] = subtree.get(fr, 0) + amount - child.guaranteed(fr)
+    root.subtree = subtree

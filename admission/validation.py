@@ -1,0 +1,270 @@
+"""Checks Kueue's webhooks make beyond field types, as field errors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from admission.api.batch import Job
+from admission.api.config import Configuration
+from admission.api.kueue import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    ResourceGroup,
+    Workload,
+)
+from admission.errors import FieldError
+
+MAX_RESOURCE_GROUPS = 16
+MAX_FLAVORS = 64
+MAX_POD_SETS = 8
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def qualified_name_problem(value: str) -> str | None:
+    """A Kubernetes qualified name: an optional DNS subdomain prefix and '/', then a label."""
+    if not value:
+        return "must not be empty"
+    if len(value) > 253:
+        return f"must be no more than 253 characters, got {len(value)}"
+    prefix, _, label = value.rpartition("/")
+    if prefix and not _DNS_SUBDOMAIN.match(prefix):
+        return (
+            f"prefix {prefix!r} must be a DNS subdomain: lower-case alphanumerics, '-' and '.', "
+            "starting and ending with an alphanumeric"
+        )
+    if not _DNS_LABEL.match(label) or len(label) > 63:
+        return (
+            f"name {label!r} must be a DNS label: lower-case alphanumerics or '-', "
+            "starting and ending with an alphanumeric, at most 63 characters"
+        )
+    return None
+
+
+def _resource_groups(groups: Sequence[ResourceGroup], base: str, has_parent: bool) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if len(groups) > MAX_RESOURCE_GROUPS:
+        errors.append(FieldError(base, f"at most {MAX_RESOURCE_GROUPS} resource groups, got {len(groups)}"))
+    seen_resources: dict[str, int] = {}
+    seen_flavors: dict[str, int] = {}
+    for gi, group in enumerate(groups):
+        gpath = f"{base}[{gi}]"
+        if not group.covered_resources:
+            errors.append(FieldError(f"{gpath}.coveredResources", "must list at least one resource"))
+        for ri, res in enumerate(group.covered_resources):
+            if res in seen_resources:
+                errors.append(
+                    FieldError(
+                        f"{gpath}.coveredResources[{ri}]",
+                        f"resource {res} is already covered by resourceGroups[{seen_resources[res]}]; "
+                        "a resource may belong to one resource group only",
+                    )
+                )
+            seen_resources.setdefault(res, gi)
+        if not group.flavors:
+            errors.append(FieldError(f"{gpath}.flavors", "must list at least one flavor"))
+        if len(group.flavors) > MAX_FLAVORS:
+            errors.append(FieldError(f"{gpath}.flavors", f"at most {MAX_FLAVORS} flavors"))
+        for fi, flavor in enumerate(group.flavors):
+            fpath = f"{gpath}.flavors[{fi}]"
+            if flavor.name in seen_flavors:
+                errors.append(
+                    FieldError(
+                        f"{fpath}.name",
+                        f"flavor {flavor.name} already appears in "
+                        f"resourceGroups[{seen_flavors[flavor.name]}]; "
+                        "a flavor may appear in one resource group only",
+                    )
+                )
+            seen_flavors.setdefault(flavor.name, gi)
+            names = [r.name for r in flavor.resources]
+            if names != list(group.covered_resources):
+                errors.append(
+                    FieldError(
+                        f"{fpath}.resources",
+                        f"must list exactly the covered resources in the same order "
+                        f"{list(group.covered_resources)}, got {names}",
+                    )
+                )
+            for qi, quota in enumerate(flavor.resources):
+                qpath = f"{fpath}.resources[{qi}]"
+                if quota.nominal_quota.value < 0:
+                    errors.append(
+                        FieldError(f"{qpath}.nominalQuota", f"must be >= 0, got {quota.nominal_quota}")
+                    )
+                if quota.borrowing_limit is not None:
+                    if quota.borrowing_limit.value < 0:
+                        errors.append(
+                            FieldError(
+                                f"{qpath}.borrowingLimit", f"must be >= 0, got {quota.borrowing_limit}"
+                            )
+                        )
+                    if not has_parent:
+                        errors.append(
+                            FieldError(
+                                f"{qpath}.borrowingLimit",
+                                "must be unset when there is no cohort to borrow from",
+                            )
+                        )
+                if quota.lending_limit is not None:
+                    if quota.lending_limit.value < 0:
+                        errors.append(
+                            FieldError(f"{qpath}.lendingLimit", f"must be >= 0, got {quota.lending_limit}")
+                        )
+                    elif quota.lending_limit.value > quota.nominal_quota.value:
+                        errors.append(
+                            FieldError(
+                                f"{qpath}.lendingLimit",
+                                f"must be <= nominalQuota ({quota.nominal_quota}), got {quota.lending_limit}",
+                            )
+                        )
+                    if not has_parent:
+                        errors.append(
+                            FieldError(
+                                f"{qpath}.lendingLimit",
+                                "must be unset when there is no cohort to lend to",
+                            )
+                        )
+    return errors
+
+
+def _weight(weight: Any, path: str) -> list[FieldError]:
+    if weight is not None and weight.value < 0:
+        return [FieldError(path, f"must be >= 0, got {weight}")]
+    return []
+
+
+def validate_cluster_queue(cq: ClusterQueue) -> list[FieldError]:
+    spec = cq.spec
+    errors = _resource_groups(spec.resource_groups, "spec.resourceGroups", bool(spec.cohort))
+    if spec.cohort and (problem := qualified_name_problem(spec.cohort)) and "/" not in spec.cohort:
+        errors.append(FieldError("spec.cohortName", problem))
+    p = spec.preemption
+    if p.borrow_within_cohort.policy != "Never" and p.reclaim_within_cohort == "Never":
+        errors.append(
+            FieldError(
+                "spec.preemption.borrowWithinCohort.policy",
+                "requires reclaimWithinCohort to be LowerPriority or Any",
+            )
+        )
+    if spec.fair_sharing is not None:
+        errors += _weight(spec.fair_sharing.weight, "spec.fairSharing.weight")
+    return errors
+
+
+def validate_cohort(cohort: Cohort) -> list[FieldError]:
+    spec = cohort.spec
+    errors = _resource_groups(spec.resource_groups, "spec.resourceGroups", bool(spec.parent_name))
+    if spec.parent_name and spec.parent_name == cohort.metadata.name:
+        errors.append(FieldError("spec.parentName", "a Cohort cannot be its own parent"))
+    if spec.fair_sharing is not None:
+        errors += _weight(spec.fair_sharing.weight, "spec.fairSharing.weight")
+    return errors
+
+
+def validate_local_queue(lq: LocalQueue) -> list[FieldError]:
+    if not lq.spec.cluster_queue:
+        return [FieldError("spec.clusterQueue", "required field is missing")]
+    return []
+
+
+def validate_workload(wl: Workload) -> list[FieldError]:
+    errors: list[FieldError] = []
+    pod_sets = wl.spec.pod_sets
+    if not pod_sets:
+        errors.append(FieldError("spec.podSets", "must list at least one pod set"))
+    if len(pod_sets) > MAX_POD_SETS:
+        errors.append(FieldError("spec.podSets", f"at most {MAX_POD_SETS} pod sets, got {len(pod_sets)}"))
+    seen: set[str] = set()
+    for i, ps in enumerate(pod_sets):
+        path = f"spec.podSets[{i}]"
+        if ps.name in seen:
+            errors.append(FieldError(f"{path}.name", f"duplicate pod set name {ps.name!r}"))
+        seen.add(ps.name)
+        if not _DNS_LABEL.match(ps.name):
+            errors.append(FieldError(f"{path}.name", f"{ps.name!r} must be a DNS label"))
+        if ps.count < 0:
+            errors.append(FieldError(f"{path}.count", f"must be >= 0, got {ps.count}"))
+        if ps.min_count is not None and not 0 < ps.min_count <= ps.count:
+            errors.append(
+                FieldError(
+                    f"{path}.minCount", f"must be between 1 and count ({ps.count}), got {ps.min_count}"
+                )
+            )
+        for kind, containers in (
+            ("containers", ps.template.spec.containers),
+            ("initContainers", ps.template.spec.init_containers),
+        ):
+            for ci, c in enumerate(containers):
+                for rname, q in sorted(c.resources.requests.items()):
+                    if q.value < 0:
+                        errors.append(
+                            FieldError(
+                                f"{path}.template.spec.{kind}[{ci}].resources.requests[{rname}]",
+                                f"must be >= 0, got {q}",
+                            )
+                        )
+    return errors
+
+
+def validate_job(job: Job) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if job.spec.parallelism is not None and job.spec.parallelism < 0:
+        errors.append(FieldError("spec.parallelism", f"must be >= 0, got {job.spec.parallelism}"))
+    return errors
+
+
+def validate_configuration(config: Configuration) -> list[FieldError]:
+    errors: list[FieldError] = []
+    seen: dict[str, str] = {}
+    for mi, mapping in enumerate(config.resources.device_class_mappings):
+        path = f"resources.deviceClassMappings[{mi}]"
+        if problem := qualified_name_problem(mapping.name):
+            errors.append(FieldError(f"{path}.name", problem))
+        if not mapping.device_class_names:
+            errors.append(FieldError(f"{path}.deviceClassNames", "must list at least one device class"))
+        for ci, cls in enumerate(mapping.device_class_names):
+            cpath = f"{path}.deviceClassNames[{ci}]"
+            if problem := qualified_name_problem(cls):
+                errors.append(FieldError(cpath, problem))
+            if cls in seen:
+                errors.append(
+                    FieldError(
+                        cpath,
+                        f"device class {cls} is mapped by both {seen[cls]} and {mapping.name}; "
+                        "a device class may map to one resource name only",
+                    )
+                )
+            else:
+                seen[cls] = mapping.name
+    if config.fair_sharing is not None:
+        strategies = list(config.fair_sharing.preemption_strategies)
+        allowed = (
+            ["LessThanOrEqualToFinalShare"],
+            ["LessThanInitialShare"],
+            ["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+        )
+        if strategies not in allowed:
+            errors.append(
+                FieldError(
+                    "fairSharing.preemptionStrategies",
+                    f"unsupported combination {strategies}; accepted: "
+                    "[LessThanOrEqualToFinalShare], [LessThanInitialShare], "
+                    "or [LessThanOrEqualToFinalShare, LessThanInitialShare]",
+                )
+            )
+    return errors
+
+
+def config_warnings(config: Configuration) -> list[str]:
+    if config.quota_check == "OnlyDeclared" and config.resources.exclude_resource_prefixes:
+        return [
+            "resources.excludeResourcePrefixes is ignored because resources.quotaCheck is "
+            "OnlyDeclared: only the resources a ClusterQueue covers are checked"
+        ]
+    return []
