@@ -86,7 +86,11 @@ def uses_any(cand: Candidate, frs: frozenset[FR]) -> bool:
 
 
 def candidate_order(cq_name: str) -> Callable[[Candidate], tuple[object, ...]]:
-    """Evicting first, then other queues' workloads, lower priority, most recently admitted."""
+    """Evicting first, then other queues' workloads, lower priority, most recently admitted.
+
+    Kueue breaks the last tie by UID, which is random; the newest creation time
+    breaks it here, so replays agree and the youngest work is lost first.
+    """
 
     def key(c: Candidate) -> tuple[object, ...]:
         return (
@@ -94,6 +98,7 @@ def candidate_order(cq_name: str) -> Callable[[Candidate], tuple[object, ...]]:
             c.cluster_queue == cq_name,
             c.priority,
             -c.reserved_ms,
+            -c.created_ms,
             c.key,
         )
 

@@ -1,0 +1,185 @@
+"""Queueing: strategies, priority, creation time, inactive queues and workloads."""
+
+from __future__ import annotations
+
+from tests.helpers import cluster_queue, flavor, run, workload
+
+CQ4 = "default: [{name: cpu, nominalQuota: 4}]"
+
+
+def _blocked_head(strategy: str) -> list[str]:
+    # The oldest workload asks for 5 cpu of a 4-cpu queue and can never fit; the
+    # younger one asks for 1.
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4, spec_extra=f"  queueingStrategy: {strategy}")
+        + workload("old-big", "q", cpu="5", created="2024-01-01T00:00:00Z")
+        + workload("young-small", "q", cpu="1", created="2024-01-01T00:01:00Z")
+    )
+    return run(text).admitted()
+
+
+def test_strict_fifo_blocks_behind_the_head() -> None:
+    assert _blocked_head("StrictFIFO") == []
+
+
+def test_best_effort_fifo_skips_a_head_that_does_not_fit() -> None:
+    assert _blocked_head("BestEffortFIFO") == ["young-small"]
+
+
+def test_higher_priority_goes_first_whatever_the_creation_order() -> None:
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4)
+        + workload("low", "q", cpu="3", priority=1, created="2024-01-01T00:00:00Z")
+        + workload("high", "q", cpu="3", priority=10, created="2024-01-01T00:05:00Z")
+    )
+    r = run(text)
+    assert r.admitted() == ["high"]
+    assert "2 more needed" in r.pending_message("low")
+
+
+def test_equal_priority_goes_by_creation_time() -> None:
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4)
+        + workload("later", "q", cpu="3", created="2024-01-01T00:05:00Z")
+        + workload("earlier", "q", cpu="3", created="2024-01-01T00:00:00Z")
+    )
+    assert run(text).admitted() == ["earlier"]
+
+
+def test_workload_priority_class_then_pod_priority() -> None:
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4)
+        + """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata: {name: urgent}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: by-class, namespace: default, creationTimestamp: "2024-01-01T00:09:00Z"}
+spec:
+  queueName: q-lq
+  priorityClassName: urgent
+  priorityClassSource: kueue.x-k8s.io/workloadpriorityclass
+  podSets:
+  - name: main
+    template:
+      spec:
+        containers: [{name: c, resources: {requests: {cpu: 3}}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: by-pod, namespace: default, creationTimestamp: "2024-01-01T00:00:00Z"}
+spec:
+  queueName: q-lq
+  podSets:
+  - name: main
+    template:
+      spec:
+        priority: 500
+        containers: [{name: c, resources: {requests: {cpu: 3}}}]
+---"""
+        + workload("plain", "q", cpu="3", created="2023-01-01T00:00:00Z")
+    )
+    r = run(text)
+    assert r.admitted() == ["by-class"]
+    r.finish("default", "by-class")
+    assert r.admitted() == ["by-pod"]
+
+
+def test_inactive_workload_is_not_admitted() -> None:
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4)
+        + workload("w", "q").replace("  queueName: q-lq", "  queueName: q-lq\n  active: false")
+    )
+    r = run(text)
+    assert r.admitted() == []
+    cond = r.condition("w", "QuotaReserved")
+    assert cond is not None
+    assert (cond["reason"], cond["message"]) == ("Inadmissible", "The workload is deactivated")
+
+
+def test_stopped_cluster_queue_admits_nothing_and_drain_evicts() -> None:
+    held = flavor("default") + cluster_queue("q", CQ4, spec_extra="  stopPolicy: Hold") + workload("w", "q")
+    r = run(held)
+    assert r.admitted() == []
+    assert r.condition("w", "QuotaReserved")["message"] == "ClusterQueue q is inactive"
+
+    r = run(flavor("default") + cluster_queue("q", CQ4) + workload("w", "q"))
+    assert r.admitted() == ["w"]
+    r.tick()
+    r.load(cluster_queue("q", CQ4, spec_extra="  stopPolicy: HoldAndDrain"))
+    evicted = r.condition("w", "Evicted")
+    assert evicted is not None
+    assert (evicted["reason"], evicted["message"]) == ("ClusterQueueStopped", "The ClusterQueue is stopped")
+    assert r.condition("w", "QuotaReserved")["status"] == "False"
+
+
+def test_hold_keeps_admitted_workloads_running() -> None:
+    r = run(flavor("default") + cluster_queue("q", CQ4) + workload("w", "q"))
+    r.tick()
+    r.load(cluster_queue("q", CQ4, spec_extra="  stopPolicy: Hold"))
+    assert r.admitted() == ["w"]
+
+
+def test_missing_local_queue_and_cluster_queue() -> None:
+    text = (
+        flavor("default")
+        + workload("orphan", "nowhere")
+        + """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: dangling-lq, namespace: default}
+spec: {clusterQueue: ghost}
+---"""
+        + workload("lost", "dangling")
+    )
+    r = run(text)
+    orphan = r.condition("orphan", "QuotaReserved")
+    assert (orphan["reason"], orphan["message"]) == ("Inadmissible", "LocalQueue nowhere-lq doesn't exist")
+    assert r.condition("lost", "QuotaReserved")["message"] == "ClusterQueue ghost doesn't exist"
+    # Creating the missing queue later admits the waiting workload without resubmitting it.
+    r.tick()
+    r.load(cluster_queue("nowhere", CQ4))
+    assert r.admitted() == ["orphan"]
+
+
+def test_namespace_selector() -> None:
+    text = (
+        flavor("default")
+        + cluster_queue(
+            "q",
+            CQ4,
+            spec_extra="  namespaceSelector: {matchLabels: {team: ml}}".replace(
+                "{matchLabels", "{matchLabels"
+            ),
+        ).replace("  namespaceSelector: {}\n", "")
+        + """
+apiVersion: v1
+kind: Namespace
+metadata: {name: default, labels: {team: web}}
+---"""
+        + workload("w", "q")
+    )
+    r = run(text)
+    assert r.admitted() == []
+    assert r.pending_message("w") == "Workload namespace doesn't match ClusterQueue selector"
+    r.tick()
+    r.load("apiVersion: v1\nkind: Namespace\nmetadata: {name: default, labels: {team: ml}}\n")
+    assert r.admitted() == ["w"]
+
+
+def test_missing_namespace_selector_matches_no_namespace() -> None:
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4).replace("  namespaceSelector: {}\n", "")
+        + workload("w", "q")
+    )
+    r = run(text)
+    assert r.pending_message("w") == "Workload namespace doesn't match ClusterQueue selector"
