@@ -71,7 +71,9 @@ def test_taints_need_tolerations() -> None:
             "tolerant",
             "q",
             created="2024-01-01T00:00:01Z",
-            pod_extra="        tolerations: [{key: instance, operator: Equal, value: spot, effect: NoSchedule}]\n",
+            pod_extra=(
+                "        tolerations: [{key: instance, operator: Equal, value: spot, effect: NoSchedule}]\n"
+            ),
         )
     )
     r = run(text)
