@@ -13,11 +13,19 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from admission import dra
 from admission import validation as v
 from admission.api.base import ApiModel
 from admission.api.batch import Job
 from admission.api.config import Configuration
 from admission.api.core import Namespace
+from admission.api.dra import (
+    RESOURCE_VERSIONS,
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from admission.api.kueue import (
     ClusterQueue,
     Cohort,
@@ -54,6 +62,12 @@ KINDS: dict[str, Kind] = {
     "Namespace": Kind(Namespace, ("v1",), namespaced=False),
     "Job": Kind(Job, ("batch/v1",), True, v.validate_job),
     "PriorityClass": Kind(PriorityClass, ("scheduling.k8s.io/v1",), namespaced=False),
+    "ResourceClaimTemplate": Kind(
+        ResourceClaimTemplate, RESOURCE_VERSIONS, True, dra.validate_resource_claim_template
+    ),
+    "ResourceClaim": Kind(ResourceClaim, RESOURCE_VERSIONS, True, dra.validate_resource_claim),
+    "DeviceClass": Kind(DeviceClass, RESOURCE_VERSIONS, namespaced=False),
+    "ResourceSlice": Kind(ResourceSlice, RESOURCE_VERSIONS, namespaced=False),
 }
 
 

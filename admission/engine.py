@@ -7,7 +7,7 @@ Everything here is a pure function of the events applied so far.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
@@ -128,6 +128,28 @@ def _quota_value(resource: str, q: Any) -> int:
     return resource_value(resource, q)
 
 
+class AdmittedView(Mapping[str, Sequence[Candidate]]):
+    """Admitted workloads per ClusterQueue as preemption candidates, built on first look."""
+
+    def __init__(self, build: Callable[[str], list[Candidate]], names: Sequence[str]) -> None:
+        self._build = build
+        self._names = names
+        self._cache: dict[str, list[Candidate]] = {}
+
+    def __getitem__(self, cq_name: str) -> list[Candidate]:
+        if cq_name not in self._names:
+            raise KeyError(cq_name)
+        if cq_name not in self._cache:
+            self._cache[cq_name] = self._build(cq_name)
+        return self._cache[cq_name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 class Engine:
     """Kueue's cache, queue manager and scheduler as one deterministic state machine."""
 
@@ -145,9 +167,13 @@ class Engine:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.dra = dra.DraState()
         self.cqs: dict[str, ClusterQueueRecord] = {}
+        self.cq_names: list[str] = []
+        self.cq_nodes: dict[str, QuotaNode] = {}
         self.cohorts: dict[str, QuotaNode] = {}
         self.cohort_problems: dict[str, str] = {}
         self.workloads: dict[WorkloadKey, WorkloadRecord] = {}
+        # Admitted workloads by ClusterQueue, so preemption looks only where it may act.
+        self.admitted: dict[str, dict[WorkloadKey, WorkloadRecord]] = {}
         # Pending workloads that no ClusterQueue can take, with the reason.
         self.orphans: dict[WorkloadKey, str] = {}
         self.structure_dirty = True
@@ -187,6 +213,8 @@ class Engine:
         ref = ObjectRef(decoded.kind, decoded.namespace, decoded.name)
         if decoded.errors:
             self._reject(ref, "; ".join(str(e) for e in decoded.errors))
+            if self.dra.refuse(ref, decoded.errors):
+                self._invalidate_requests()
             return
         obj = decoded.obj
         if obj is None or not decoded.relevant:
@@ -367,6 +395,7 @@ class Engine:
                 usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
             rec.assignment.append(out)
         rec.usage = usage
+        self.admitted.setdefault(cq_name, {})[rec.key] = rec
         if not self.structure_dirty and cq_name in self.cqs:
             node = self.cqs[cq_name].node
             for fr, amount in sorted(usage.items()):
@@ -385,6 +414,7 @@ class Engine:
         )
 
     def _release(self, rec: WorkloadRecord) -> None:
+        self.admitted.get(rec.cluster_queue, {}).pop(rec.key, None)
         cq = self.cqs.get(rec.cluster_queue)
         if cq is not None and not self.structure_dirty:
             for fr, amount in sorted(rec.usage.items()):
@@ -535,6 +565,8 @@ class Engine:
                 queue=PendingQueue(strict_fifo=cq_obj.spec.queueing_strategy == "StrictFIFO"),
                 inactive_reason=self._inactive_reason(cq_obj),
             )
+        self.cq_names = sorted(self.cqs)
+        self.cq_nodes = {name: self.cqs[name].node for name in self.cq_names}
         for node in self.cohorts.values():
             node.children.sort(key=lambda n: (n.is_cluster_queue, n.name))
         for root in self._roots():
@@ -655,14 +687,9 @@ class Engine:
         labels.setdefault(NAMESPACE_NAME_LABEL, namespace)
         return labels
 
-    def _candidates(self) -> dict[str, list[Candidate]]:
-        out: dict[str, list[Candidate]] = {}
-        for key in sorted(self.workloads):
-            rec = self.workloads[key]
-            if rec.phase != Phase.ADMITTED or rec.cluster_queue not in self.cqs:
-                continue
-            out.setdefault(rec.cluster_queue, []).append(self._candidate(rec))
-        return out
+    def _candidates(self, cq_name: str) -> list[Candidate]:
+        found = self.admitted.get(cq_name, {})
+        return [self._candidate(found[key]) for key in sorted(found)]
 
     @staticmethod
     def _candidate(rec: WorkloadRecord) -> Candidate:
@@ -701,15 +728,15 @@ class Engine:
             usage=assignment.usage,
             preempt_frs=frozenset(assignment.preempt_frs),
         )
-        nodes = {name: c.node for name, c in self.cqs.items()}
-        admitted = self._candidates()
+        nodes = self.cq_nodes
+        admitted = AdmittedView(self._candidates, self.cq_names)
         if self.config.fair_sharing_enabled:
             return self.fair_sharing.targets(pre, cq, nodes, admitted)
         return classical_targets(pre, cq.obj.spec.preemption, cq.node, nodes, admitted)
 
     def _cycle(self) -> bool:
         heads: list[Entry] = []
-        for name in sorted(self.cqs):
+        for name in self.cq_names:
             cq = self.cqs[name]
             key = cq.queue.pop()
             if key is not None:
@@ -830,6 +857,7 @@ class Engine:
         rec.cluster_queue = cq.name
         rec.assignment = assignment.pod_sets
         rec.usage = dict(assignment.usage)
+        self.admitted.setdefault(cq.name, {})[rec.key] = rec
         rec.reserved_ms = self.now_ms
         rec.sticky = False
         rec.evicting = False

@@ -78,7 +78,8 @@ def fits(node: QuotaNode, usage: Mapping[FR, int], allow_borrowing: bool) -> boo
 
 
 def is_borrowing(node: QuotaNode, frs: Iterable[FR]) -> bool:
-    return any(node.borrowing_with(fr, 0) for fr in frs)
+    usage, subtree = node.usage, node.subtree
+    return any(usage.get(fr, 0) > subtree.get(fr, 0) for fr in frs)
 
 
 def uses_any(cand: Candidate, frs: frozenset[FR]) -> bool:
@@ -123,8 +124,8 @@ def find_candidates(
                 out.append(cand)
     if node.parent is not None and policy.reclaim_within_cohort != "Never":
         only_lower = policy.reclaim_within_cohort == "LowerPriority"
-        for other in sorted(node.root.cluster_queues(), key=lambda n: n.name):
-            if other is node or not is_borrowing(other, pre.preempt_frs):
+        for other in node.root.borrowing_cluster_queues(pre.preempt_frs):
+            if other is node:
                 continue
             for cand in admitted.get(other.name, ()):
                 if only_lower and cand.priority >= pre.priority:

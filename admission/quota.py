@@ -32,6 +32,12 @@ class QuotaNode:
     subtree: dict[FR, int] = field(default_factory=dict)
     usage: dict[FR, int] = field(default_factory=dict)
     fair_weight: Fraction = Fraction(1)
+    # ClusterQueues of this subtree by name, filled in when the tree is built.
+    subtree_cqs: list[QuotaNode] = field(default_factory=list)
+    # Bumped on every usage change in the tree (kept on the root), so lookups over
+    # the whole tree can be cached between changes.
+    version: int = 0
+    borrowers: dict[frozenset[FR], tuple[int, list[QuotaNode]]] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         kind = "ClusterQueue" if self.is_cluster_queue else "Cohort"
@@ -79,6 +85,7 @@ class QuotaNode:
         return self.usage.get(fr, 0) + extra > self.subtree.get(fr, 0)
 
     def add_usage(self, fr: FR, amount: int) -> None:
+        self.root.version += 1
         node: QuotaNode | None = self
         while node is not None and amount > 0:
             local_free = max(0, node.guaranteed(fr) - node.usage.get(fr, 0))
@@ -87,6 +94,7 @@ class QuotaNode:
             node = node.parent
 
     def remove_usage(self, fr: FR, amount: int) -> None:
+        self.root.version += 1
         node: QuotaNode | None = self
         while node is not None and amount > 0:
             stored_in_parent = node.usage.get(fr, 0) - node.guaranteed(fr)
@@ -95,6 +103,17 @@ class QuotaNode:
                 return
             amount = min(amount, stored_in_parent)
             node = node.parent
+
+    def borrowing_cluster_queues(self, frs: frozenset[FR]) -> list[QuotaNode]:
+        """ClusterQueues of this tree over their nominal quota in any of ``frs`` (root only)."""
+        cached = self.borrowers.get(frs)
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        found = [
+            n for n in self.subtree_cqs if any(n.usage.get(fr, 0) > n.subtree.get(fr, 0) for fr in frs)
+        ]
+        self.borrowers[frs] = (self.version, found)
+        return found
 
     def walk(self) -> Iterator[QuotaNode]:
         yield self
@@ -108,6 +127,7 @@ class QuotaNode:
 def compute_subtree_quotas(root: QuotaNode) -> None:
     for child in root.children:
         compute_subtree_quotas(child)
+    root.subtree_cqs = sorted(root.cluster_queues(), key=lambda n: n.name)
     subtree = {fr: q.nominal for fr, q in root.quotas.items()}
     for child in root.children:
         for fr, amount in child.subtree.items():

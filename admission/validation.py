@@ -221,27 +221,69 @@ def validate_job(job: Job) -> list[FieldError]:
 
 def validate_configuration(config: Configuration) -> list[FieldError]:
     errors: list[FieldError] = []
-    seen: dict[str, str] = {}
+
+    def device_name_problem(value: str) -> str | None:
+        # KEP-2941: an optional DNS subdomain prefix and "/", then a name of lower-case
+        # alphanumerics, '-' and '.' that starts and ends with an alphanumeric (the
+        # seed's own classes are named like gpu.example.com); at most 253 characters.
+        if not value:
+            return "must not be empty"
+        if len(value) > 253:
+            return f"must be no more than 253 characters, got {len(value)}"
+        prefix, slash, name = value.rpartition("/")
+        if slash and not _DNS_SUBDOMAIN.match(prefix):
+            return (
+                f"prefix {prefix!r} must be a DNS subdomain: lower-case alphanumerics, '-' and '.', "
+                "starting and ending with an alphanumeric"
+            )
+        if not _DNS_SUBDOMAIN.match(name):
+            return (
+                f"name {name!r} must consist of lower-case alphanumerics, '-' and '.', "
+                "starting and ending with an alphanumeric"
+            )
+        if slash and len(name) > 63:
+            return f"name {name!r} after the prefix must be no more than 63 characters, got {len(name)}"
+        return None
+
+    mapping_names: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}
     for mi, mapping in enumerate(config.resources.device_class_mappings):
         path = f"resources.deviceClassMappings[{mi}]"
-        if problem := qualified_name_problem(mapping.name):
+        if problem := device_name_problem(mapping.name):
             errors.append(FieldError(f"{path}.name", problem))
+        if mapping.name in mapping_names:
+            errors.append(
+                FieldError(
+                    f"{path}.name",
+                    f"duplicate mapping name {mapping.name}, already used by "
+                    f"resources.deviceClassMappings[{mapping_names[mapping.name]}]",
+                )
+            )
+        mapping_names.setdefault(mapping.name, mi)
         if not mapping.device_class_names:
             errors.append(FieldError(f"{path}.deviceClassNames", "must list at least one device class"))
         for ci, cls in enumerate(mapping.device_class_names):
             cpath = f"{path}.deviceClassNames[{ci}]"
-            if problem := qualified_name_problem(cls):
+            if problem := device_name_problem(cls):
                 errors.append(FieldError(cpath, problem))
-            if cls in seen:
+            if cls not in seen:
+                seen[cls] = (mi, mapping.name)
+                continue
+            first_index, first_name = seen[cls]
+            if first_index == mi:
+                errors.append(
+                    FieldError(cpath, f"device class {cls} is listed twice in mapping {mapping.name}")
+                )
+            else:
                 errors.append(
                     FieldError(
                         cpath,
-                        f"device class {cls} is mapped by both {seen[cls]} and {mapping.name}; "
+                        f"device class {cls} is mapped by both {first_name} "
+                        f"(resources.deviceClassMappings[{first_index}]) and {mapping.name} "
+                        f"(resources.deviceClassMappings[{mi}]); "
                         "a device class may map to one resource name only",
                     )
                 )
-            else:
-                seen[cls] = mapping.name
     if config.fair_sharing is not None:
         strategies = list(config.fair_sharing.preemption_strategies)
         allowed = (

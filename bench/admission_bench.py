@@ -1,0 +1,144 @@
+"""Admission core benchmark: 1,000 ClusterQueues in 10 cohorts, 50,000 pending workloads.
+
+Run: .venv/bin/python bench/admission_bench.py [--queues 1000] [--cohorts 10] [--workloads 50000]
+
+Prints admissions per second, time to quiescence and peak RSS. Every workload
+is applied as one batch (like an initial listing), then the engine schedules
+until nothing more changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from admission.engine import Engine
+from admission.events import Action, Event, EventType
+
+
+def manifests(queues: int, cohorts: int, workloads: int, nominal: int = 20) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
+    ]
+    for q in range(queues):
+        name = f"cq-{q:04d}"
+        out.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "spec": {
+                    "cohortName": f"cohort-{q % cohorts:02d}",
+                    "namespaceSelector": {},
+                    "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [
+                                {
+                                    "name": "default",
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": nominal, "borrowingLimit": 100}
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "lq", "namespace": f"ns-{q:04d}"},
+                "spec": {"clusterQueue": name},
+            }
+        )
+    sizes = [(1, 50), (5, 100), (20, 200)]
+    for w in range(workloads):
+        q = w % queues
+        cpu, priority = sizes[w % 3]
+        out.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {
+                    "name": f"wl-{w:06d}",
+                    "namespace": f"ns-{q:04d}",
+                    "creationTimestamp": (
+                        f"2024-01-01T{(w // 3600) % 24:02d}:{(w // 60) % 60:02d}:{w % 60:02d}Z"
+                    ),
+                },
+                "spec": {
+                    "queueName": "lq",
+                    "priority": priority,
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 1,
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}
+                                    ]
+                                }
+                            },
+                        }
+                    ],
+                },
+            }
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--queues", type=int, default=1000)
+    parser.add_argument("--cohorts", type=int, default=10)
+    parser.add_argument("--workloads", type=int, default=50_000)
+    parser.add_argument(
+        "--nominal",
+        type=int,
+        action="append",
+        help="cpu nominal quota per ClusterQueue; repeat to run several (default: 20 as in Kueue's "
+        "scheduler benchmark, where most workloads wait, and 500, where every workload fits)",
+    )
+    args = parser.parse_args()
+    for nominal in args.nominal or [20, 500]:
+        print(f"--- nominalQuota {nominal} cpu, borrowingLimit 100 cpu per ClusterQueue")
+        measure(args.queues, args.cohorts, args.workloads, nominal)
+
+
+def measure(queues: int, cohorts: int, workloads: int, nominal: int) -> None:
+    docs = manifests(queues, cohorts, workloads, nominal)
+    engine = Engine()
+    start = time.perf_counter()
+    decisions = []
+    for i, doc in enumerate(docs):
+        decisions += engine.apply(Event(EventType.UPSERT, 1_000, manifest=doc, batch=i < len(docs) - 1))
+    loaded = time.perf_counter()
+    admitted = sum(1 for d in decisions if d.action == Action.ADMITTED)
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"objects:               {len(docs):,} ({queues:,} ClusterQueues in {cohorts} cohorts, "
+        f"{workloads:,} workloads)"
+    )
+    print(f"time to quiescence:    {loaded - start:.2f} s (load, validate and schedule)")
+    print(f"scheduling cycles:     {engine.cycles:,}")
+    print(f"decisions:             {len(decisions):,} ({admitted:,} admitted)")
+    print(f"admissions per second: {admitted / (loaded - start):,.0f}")
+    print(f"decisions per second:  {len(decisions) / (loaded - start):,.0f}")
+    print(f"peak RSS:              {rss_mib:,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
