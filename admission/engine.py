@@ -17,7 +17,7 @@ from admission import dra
 from admission.api.base import ApiModel
 from admission.api.batch import Job
 from admission.api.config import Configuration
-from admission.api.core import Namespace
+from admission.api.core import Namespace, PodSpec
 from admission.api.kueue import (
     ClusterQueue,
     Cohort,
@@ -77,6 +77,8 @@ MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
 MSG_NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
 MSG_DEACTIVATED = "The workload is deactivated"
+# Kueue moves inadmissible workloads back to their queues in batches, once a second.
+REQUEUE_BATCH_MS = 1000
 
 
 class EntryKind(Enum):
@@ -122,6 +124,11 @@ class CycleState:
             else:
                 node.add_usage(fr, -amount)
         self.undo.clear()
+
+
+def _constraints(spec: PodSpec) -> str:
+    """What of a pod spec decides which flavors may take it, as comparable text."""
+    return spec.model_dump_json(include={"node_selector", "affinity", "tolerations"})
 
 
 def _quota_value(resource: str, q: Any) -> int:
@@ -174,11 +181,18 @@ class Engine:
         self.workloads: dict[WorkloadKey, WorkloadRecord] = {}
         # Admitted workloads by ClusterQueue, so preemption looks only where it may act.
         self.admitted: dict[str, dict[WorkloadKey, WorkloadRecord]] = {}
+        # Preemption candidates per ClusterQueue, dropped whenever its admitted set changes.
+        self.candidate_cache: dict[str, list[Candidate]] = {}
         # Pending workloads that no ClusterQueue can take, with the reason.
         self.orphans: dict[WorkloadKey, str] = {}
         self.structure_dirty = True
         self.requests_generation = 0
-        self.requeue_roots: set[str] = set()
+        # Cohort trees with freed capacity, and when their parked workloads get another try:
+        # like Kueue, at most once per REQUEUE_BATCH_MS for each tree.
+        self.requeue_due: dict[str, int] = {}
+        self.last_requeue: dict[str, int] = {}
+        # ClusterQueues whose queue may have a workload to try.
+        self.ready: set[str] = set()
         self.changed: dict[WorkloadKey, None] = {}
         self.pending_decisions: list[Decision] = []
         self.now_ms = 0
@@ -396,6 +410,7 @@ class Engine:
             rec.assignment.append(out)
         rec.usage = usage
         self.admitted.setdefault(cq_name, {})[rec.key] = rec
+        self.candidate_cache.pop(cq_name, None)
         if not self.structure_dirty and cq_name in self.cqs:
             node = self.cqs[cq_name].node
             for fr, amount in sorted(usage.items()):
@@ -415,11 +430,12 @@ class Engine:
 
     def _release(self, rec: WorkloadRecord) -> None:
         self.admitted.get(rec.cluster_queue, {}).pop(rec.key, None)
+        self.candidate_cache.pop(rec.cluster_queue, None)
         cq = self.cqs.get(rec.cluster_queue)
         if cq is not None and not self.structure_dirty:
             for fr, amount in sorted(rec.usage.items()):
                 cq.node.remove_usage(fr, amount)
-            self.requeue_roots.add(cq.node.root.name)
+            self._requeue_later(cq.node.root.name)
         rec.usage = {}
         rec.assignment = []
 
@@ -462,6 +478,13 @@ class Engine:
                 per_pod[resource] = per_pod.get(resource, 0) + amount
             out.append(PodSetRequest(ps.name, ps.count, scale(per_pod, ps.count), ps.template.spec))
         rec.pod_sets = out
+        rec.equivalence = (
+            rec.key[0],
+            rec.priority,
+            tuple(
+                (ps.name, ps.count, tuple(sorted(ps.requests.items())), _constraints(ps.spec)) for ps in out
+            ),
+        )
 
     def _set_pending(self, rec: WorkloadRecord, reason: str, message: str) -> None:
         before = rec.conditions.get(QUOTA_RESERVED)
@@ -503,7 +526,8 @@ class Engine:
             return
         self.orphans.pop(rec.key, None)
         rec.cluster_queue = cq.name
-        cq.queue.push(rec.key, rec.order_key())
+        cq.queue.activate(rec.key, rec.order_key(), rec.equivalence)
+        self.ready.add(cq.name)
 
     def _unplace(self, rec: WorkloadRecord) -> None:
         self.orphans.pop(rec.key, None)
@@ -672,15 +696,29 @@ class Engine:
     def _settle(self) -> None:
         if self.structure_dirty:
             self._rebuild()
-        for root in sorted(self.requeue_roots):
+        for root in sorted(self.requeue_due):
+            if self.requeue_due[root] > self.now_ms:
+                continue
+            del self.requeue_due[root]
+            self.last_requeue[root] = self.now_ms
             node = self.cohorts.get(root) or (self.cqs[root].node if root in self.cqs else None)
             if node is None:
                 continue
             for cq_node in node.cluster_queues():
-                self.cqs[cq_node.name].queue.requeue_inadmissible()
-        self.requeue_roots.clear()
+                if self.cqs[cq_node.name].queue.requeue_inadmissible():
+                    self.ready.add(cq_node.name)
         while self._cycle():
             pass
+
+    def _requeue_later(self, root: str) -> None:
+        if root not in self.requeue_due:
+            last = self.last_requeue.get(root)
+            due = self.now_ms if last is None else max(self.now_ms, last + REQUEUE_BATCH_MS)
+            self.requeue_due[root] = due
+
+    def next_wakeup_ms(self) -> int | None:
+        """When a TICK would let parked workloads try again, or None when nothing waits."""
+        return min(self.requeue_due.values()) if self.requeue_due else None
 
     def _namespace_labels(self, namespace: str) -> dict[str, str]:
         labels = dict(self.namespaces.get(namespace, {}))
@@ -688,8 +726,12 @@ class Engine:
         return labels
 
     def _candidates(self, cq_name: str) -> list[Candidate]:
-        found = self.admitted.get(cq_name, {})
-        return [self._candidate(found[key]) for key in sorted(found)]
+        cached = self.candidate_cache.get(cq_name)
+        if cached is None:
+            found = self.admitted.get(cq_name, {})
+            cached = [self._candidate(found[key]) for key in sorted(found)]
+            self.candidate_cache[cq_name] = cached
+        return cached
 
     @staticmethod
     def _candidate(rec: WorkloadRecord) -> Candidate:
@@ -736,10 +778,12 @@ class Engine:
 
     def _cycle(self) -> bool:
         heads: list[Entry] = []
-        for name in self.cq_names:
-            cq = self.cqs[name]
-            key = cq.queue.pop()
-            if key is not None:
+        for name in sorted(self.ready):
+            cq = self.cqs.get(name)
+            key = cq.queue.pop() if cq is not None and not cq.inactive_reason else None
+            if key is None:
+                self.ready.discard(name)
+            else:
                 heads.append(self._nominate(self.workloads[key], cq))
         if not heads:
             return False
@@ -767,11 +811,14 @@ class Engine:
 
     def _requeue(self, entry: Entry, immediate: bool) -> bool:
         """Back to the head, or parked until its cohort changes; True when parked."""
-        rec, queue = entry.rec, entry.cq.queue
-        if immediate or (queue.strict_fifo and not entry.namespace_mismatch):
-            queue.push(rec.key, rec.order_key())
+        rec, cq = entry.rec, entry.cq
+        if immediate or (cq.queue.strict_fifo and not entry.namespace_mismatch):
+            cq.queue.activate(rec.key, rec.order_key(), rec.equivalence)
+            self.ready.add(cq.name)
             return False
-        queue.park(rec.key, rec.order_key())
+        # Equivalent workloads wait with it and, if they never had one, take its reason.
+        for key in cq.queue.park(rec.key, rec.order_key(), rec.equivalence):
+            self._set_pending(self.workloads[key], entry.reason, entry.message)
         return True
 
     def _process(self, entry: Entry, state: CycleState) -> bool:
@@ -831,6 +878,7 @@ class Engine:
 
     def _evict(self, rec: WorkloadRecord, reason: str, message: str, preempted_reason: str | None) -> None:
         rec.evicting = True
+        self.candidate_cache.pop(rec.cluster_queue, None)
         rec.conditions.set(EVICTED, True, reason, message, self.now_ms)
         if preempted_reason is not None:
             rec.conditions.set(PREEMPTED, True, preempted_reason, message, self.now_ms)
@@ -858,6 +906,7 @@ class Engine:
         rec.assignment = assignment.pod_sets
         rec.usage = dict(assignment.usage)
         self.admitted.setdefault(cq.name, {})[rec.key] = rec
+        self.candidate_cache.pop(cq.name, None)
         rec.reserved_ms = self.now_ms
         rec.sticky = False
         rec.evicting = False

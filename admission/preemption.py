@@ -58,13 +58,14 @@ class Preemptor:
 
 def remove(nodes: Mapping[str, QuotaNode], cand: Candidate) -> None:
     node = nodes[cand.cluster_queue]
-    for fr, amount in sorted(cand.usage.items()):
+    # Pairs are independent of each other, so their order does not matter here.
+    for fr, amount in cand.usage.items():
         node.remove_usage(fr, amount)
 
 
 def restore(nodes: Mapping[str, QuotaNode], cand: Candidate) -> None:
     node = nodes[cand.cluster_queue]
-    for fr, amount in sorted(cand.usage.items()):
+    for fr, amount in cand.usage.items():
         node.add_usage(fr, amount)
 
 
@@ -136,6 +137,23 @@ def find_candidates(
     return out
 
 
+def _may_fit_without_borrowing(pre: Preemptor, node: QuotaNode, candidates: Sequence[Candidate]) -> bool:
+    """Whether evicting every candidate of the preemptor's own queue keeps it within nominal.
+
+    Evictions elsewhere never lower this queue's own usage, so when even this
+    fails the search below cannot succeed and is skipped.
+    """
+    freed: dict[FR, int] = {}
+    for cand in candidates:
+        if cand.cluster_queue == pre.cluster_queue:
+            for fr, amount in cand.usage.items():
+                freed[fr] = freed.get(fr, 0) + amount
+    return all(
+        node.usage.get(fr, 0) - freed.get(fr, 0) + amount <= node.subtree.get(fr, 0)
+        for fr, amount in pre.usage.items()
+    )
+
+
 def minimal_preemptions(
     pre: Preemptor,
     node: QuotaNode,
@@ -144,6 +162,8 @@ def minimal_preemptions(
     allow_borrowing: bool,
     borrow_below_priority: int | None,
 ) -> list[Target]:
+    if not allow_borrowing and not _may_fit_without_borrowing(pre, node, candidates):
+        return []
     targets: list[Target] = []
     found = False
     for cand in candidates:

@@ -1,63 +1,128 @@
-"""Per-ClusterQueue pending queues: an ordered active heap and an inadmissible set.
+"""Per-ClusterQueue pending queues, with equivalent workloads kept together.
 
 BestEffortFIFO parks a head that does not fit among the inadmissible ones so
 the next can be tried; StrictFIFO puts it straight back at the head, blocking
 the queue. Inadmissible workloads return to the heap when something in their
 cohort tree changes.
+
+Workloads asking for the same thing in the same way (same namespace, priority,
+pod sets and scheduling constraints) are equivalent: when one does not fit,
+none does, so the whole group is parked at once and returns at once. This is
+Kueue's scheduling-equivalence hashing; it turns a wall of identical pending
+jobs into one entry per group.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 WorkloadKey = tuple[str, str]
 # (sticky last, priority descending, queue-order time, namespace, name)
 OrderKey = tuple[bool, int, int, str, str]
+GroupKey = Hashable
+
+
+@dataclass(slots=True)
+class _Group:
+    members: list[OrderKey] = field(default_factory=list)
+    parked: bool = False
+    # Members that never had a pending reason, to be given the group's when it parks.
+    unstated: list[WorkloadKey] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class PendingQueue:
     strict_fifo: bool
-    heap: list[OrderKey] = field(default_factory=list)
-    active: dict[WorkloadKey, OrderKey] = field(default_factory=dict)
-    inadmissible: dict[WorkloadKey, OrderKey] = field(default_factory=dict)
+    # Current order key of every queued workload; entries elsewhere are checked against it.
+    order: dict[WorkloadKey, OrderKey] = field(default_factory=dict)
+    group_of: dict[WorkloadKey, GroupKey] = field(default_factory=dict)
+    groups: dict[GroupKey, _Group] = field(default_factory=dict)
+    heap: list[tuple[OrderKey, GroupKey]] = field(default_factory=list)
 
-    def push(self, key: WorkloadKey, order: OrderKey) -> None:
-        self.inadmissible.pop(key, None)
-        if self.active.get(key) == order:
+    def _best(self, group: _Group) -> OrderKey | None:
+        while group.members:
+            top = group.members[0]
+            if self.order.get((top[3], top[4])) == top:
+                return top
+            heapq.heappop(group.members)
+        return None
+
+    def _advertise(self, gkey: GroupKey, group: _Group) -> None:
+        best = self._best(group)
+        if best is not None and not group.parked:
+            heapq.heappush(self.heap, (best, gkey))
+
+    def push(self, key: WorkloadKey, order: OrderKey, gkey: GroupKey, stated: bool = True) -> None:
+        """Queue a workload; it joins its group, parked or not."""
+        if self.order.get(key) == order and self.group_of.get(key) == gkey:
             return
-        self.active[key] = order
-        heapq.heappush(self.heap, order)
+        self.remove(key)
+        self.order[key] = order
+        self.group_of[key] = gkey
+        group = self.groups.setdefault(gkey, _Group())
+        heapq.heappush(group.members, order)
+        if not stated:
+            group.unstated.append(key)
+        self._advertise(gkey, group)
 
-    def park(self, key: WorkloadKey, order: OrderKey) -> None:
-        self.active.pop(key, None)
-        self.inadmissible[key] = order
+    def activate(self, key: WorkloadKey, order: OrderKey, gkey: GroupKey) -> None:
+        """Queue a workload to be tried at once, and its group with it."""
+        self.push(key, order, gkey)
+        group = self.groups[gkey]
+        if group.parked:
+            group.parked = False
+            self._advertise(gkey, group)
+
+    def park(self, key: WorkloadKey, order: OrderKey, gkey: GroupKey) -> list[WorkloadKey]:
+        """Back into its group, and the group set aside; returns members that had no reason yet."""
+        self.push(key, order, gkey)
+        group = self.groups[gkey]
+        group.parked = True
+        unstated = [k for k in group.unstated if k in self.order and k != key]
+        group.unstated.clear()
+        return unstated
 
     def remove(self, key: WorkloadKey) -> None:
-        self.active.pop(key, None)
-        self.inadmissible.pop(key, None)
+        if self.order.pop(key, None) is None:
+            return
+        gkey = self.group_of.pop(key)
+        group = self.groups[gkey]
+        if self._best(group) is None:
+            del self.groups[gkey]
 
     def pop(self) -> WorkloadKey | None:
         while self.heap:
-            order = heapq.heappop(self.heap)
+            order, gkey = heapq.heappop(self.heap)
+            group = self.groups.get(gkey)
+            if group is None or group.parked or self._best(group) != order:
+                continue
+            heapq.heappop(group.members)
             key = (order[3], order[4])
-            if self.active.get(key) == order:
-                del self.active[key]
-                return key
+            del self.order[key]
+            del self.group_of[key]
+            if self._best(group) is None:
+                del self.groups[gkey]
+            else:
+                self._advertise(gkey, group)
+            return key
         return None
 
     def requeue_inadmissible(self) -> bool:
-        if not self.inadmissible:
-            return False
-        moved = sorted(self.inadmissible.items(), key=lambda kv: kv[1])
-        self.inadmissible.clear()
-        for key, order in moved:
-            self.push(key, order)
-        return True
+        moved = False
+        for gkey, group in self.groups.items():
+            if group.parked:
+                group.parked = False
+                self._advertise(gkey, group)
+                moved = True
+        return moved
+
+    def has_active(self) -> bool:
+        return bool(self.heap)
 
     def __contains__(self, key: WorkloadKey) -> bool:
-        return key in self.active or key in self.inadmissible
+        return key in self.order
 
     def __len__(self) -> int:
-        return len(self.active) + len(self.inadmissible)
+        return len(self.order)

@@ -38,6 +38,9 @@ class QuotaNode:
     # the whole tree can be cached between changes.
     version: int = 0
     borrowers: dict[frozenset[FR], tuple[int, list[QuotaNode]]] = field(default_factory=dict)
+    # What each pair keeps back from its parent (beyond the lending limit); fixed per build.
+    kept: dict[FR, int] = field(default_factory=dict)
+    top: QuotaNode | None = None
 
     def __repr__(self) -> str:
         kind = "ClusterQueue" if self.is_cluster_queue else "Cohort"
@@ -45,16 +48,15 @@ class QuotaNode:
 
     @property
     def root(self) -> QuotaNode:
+        if self.top is not None:
+            return self.top
         node = self
         while node.parent is not None:
             node = node.parent
         return node
 
     def guaranteed(self, fr: FR) -> int:
-        quota = self.quotas.get(fr)
-        if quota is None or quota.lending_limit is None:
-            return 0
-        return max(0, self.subtree.get(fr, 0) - quota.lending_limit)
+        return self.kept.get(fr, 0)
 
     def available(self, fr: FR) -> int:
         """What a workload in this node could still take, borrowing where allowed."""
@@ -88,20 +90,24 @@ class QuotaNode:
         self.root.version += 1
         node: QuotaNode | None = self
         while node is not None and amount > 0:
-            local_free = max(0, node.guaranteed(fr) - node.usage.get(fr, 0))
-            node.usage[fr] = node.usage.get(fr, 0) + amount
-            amount = max(0, amount - local_free)
+            usage = node.usage.get(fr, 0)
+            local_free = node.kept.get(fr, 0) - usage
+            node.usage[fr] = usage + amount
+            if local_free > 0:
+                amount -= local_free
             node = node.parent
 
     def remove_usage(self, fr: FR, amount: int) -> None:
         self.root.version += 1
         node: QuotaNode | None = self
         while node is not None and amount > 0:
-            stored_in_parent = node.usage.get(fr, 0) - node.guaranteed(fr)
-            node.usage[fr] = node.usage.get(fr, 0) - amount
+            usage = node.usage.get(fr, 0)
+            stored_in_parent = usage - node.kept.get(fr, 0)
+            node.usage[fr] = usage - amount
             if stored_in_parent <= 0:
                 return
-            amount = min(amount, stored_in_parent)
+            if stored_in_parent < amount:
+                amount = stored_in_parent
             node = node.parent
 
     def borrowing_cluster_queues(self, frs: frozenset[FR]) -> list[QuotaNode]:
@@ -109,9 +115,7 @@ class QuotaNode:
         cached = self.borrowers.get(frs)
         if cached is not None and cached[0] == self.version:
             return cached[1]
-        found = [
-            n for n in self.subtree_cqs if any(n.usage.get(fr, 0) > n.subtree.get(fr, 0) for fr in frs)
-        ]
+        found = [n for n in self.subtree_cqs if any(n.usage.get(fr, 0) > n.subtree.get(fr, 0) for fr in frs)]
         self.borrowers[frs] = (self.version, found)
         return found
 
@@ -128,8 +132,16 @@ def compute_subtree_quotas(root: QuotaNode) -> None:
     for child in root.children:
         compute_subtree_quotas(child)
     root.subtree_cqs = sorted(root.cluster_queues(), key=lambda n: n.name)
+    top = root.root
+    for node in root.walk():
+        node.top = top
     subtree = {fr: q.nominal for fr, q in root.quotas.items()}
     for child in root.children:
         for fr, amount in child.subtree.items():
             subtree[fr] = subtree.get(fr, 0) + amount - child.guaranteed(fr)
     root.subtree = subtree
+    root.kept = {
+        fr: max(0, subtree.get(fr, 0) - q.lending_limit)
+        for fr, q in sorted(root.quotas.items())
+        if q.lending_limit is not None
+    }

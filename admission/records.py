@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -47,6 +48,8 @@ class WorkloadRecord:
     pod_sets: list[PodSetRequest] | None = None
     requests_problem: str = ""
     requests_generation: int = -1
+    # Workloads with equal keys are interchangeable for scheduling (see queues.py).
+    equivalence: Hashable = ()
     # Where it waits or runs.
     cluster_queue: str = ""
     # Admission.

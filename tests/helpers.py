@@ -29,13 +29,22 @@ class Run:
         out = self.engine.apply(event)
         self.decisions += out
         queue = [d.ref for d in out if d.action == Action.EVICTED]
-        while queue:
-            ref = queue.pop(0)
-            more = self.engine.apply(Event(EventType.STOPPED, self.time_ms, ref=ref))
+        while True:
+            while queue:
+                ref = queue.pop(0)
+                more = self.engine.apply(Event(EventType.STOPPED, self.time_ms, ref=ref))
+                self.decisions += more
+                out += more
+                queue += [d.ref for d in more if d.action == Action.EVICTED]
+            # Parked workloads retry once their cohort's requeue is due, as time passes.
+            wakeup = self.engine.next_wakeup_ms()
+            if wakeup is None or event.batch:
+                return out
+            self.time_ms = max(self.time_ms, wakeup)
+            more = self.engine.apply(Event(EventType.TICK, self.time_ms))
             self.decisions += more
             out += more
             queue += [d.ref for d in more if d.action == Action.EVICTED]
-        return out
 
     def load(self, text: str) -> list[Decision]:
         docs = docs_of(text)
