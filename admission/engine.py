@@ -781,7 +781,7 @@ class Engine:
         for name in sorted(self.ready):
             cq = self.cqs.get(name)
             key = cq.queue.pop() if cq is not None and not cq.inactive_reason else None
-            if key is None:
+            if cq is None or key is None:
                 self.ready.discard(name)
             else:
                 heads.append(self._nominate(self.workloads[key], cq))
