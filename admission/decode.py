@@ -6,12 +6,13 @@ becomes a :class:`FieldError` naming the field and what would be accepted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, ValidationError
 
 from admission import dra
 from admission import validation as v
@@ -52,7 +53,7 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {
-    "ResourceFlavor": Kind(ResourceFlavor, KUEUE_VERSIONS, namespaced=False),
+    "ResourceFlavor": Kind(ResourceFlavor, KUEUE_VERSIONS, False, v.validate_resource_flavor),
     "ClusterQueue": Kind(ClusterQueue, KUEUE_VERSIONS, False, v.validate_cluster_queue),
     "Cohort": Kind(Cohort, (*KUEUE_VERSIONS, "kueue.x-k8s.io/v1alpha1"), False, v.validate_cohort),
     "LocalQueue": Kind(LocalQueue, KUEUE_VERSIONS, True, v.validate_local_queue),
@@ -91,6 +92,8 @@ class Decoded:
     @property
     def label(self) -> str:
         ident = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        if not ident and self.kind == "Configuration":
+            return self.kind  # a Configuration has no name of its own; there is only one
         return f"{self.kind or '<no kind>'} {ident or '<no name>'}"
 
 
@@ -106,7 +109,9 @@ def _describe(err: Mapping[str, Any]) -> str:
         return f"expected an integer, got {given!r}"
     if kind in ("bool_parsing", "bool_type"):
         return f"expected true or false, got {given!r}"
-    if kind in ("dict_type", "model_type", "model_attributes_type"):
+    if kind == "dict_type":
+        return f"expected a map of key: value pairs, got {type(given).__name__}"
+    if kind in ("model_type", "model_attributes_type"):
         return f"expected an object (a mapping of fields), got {type(given).__name__}"
     if kind == "list_type":
         return f"expected a list, got {type(given).__name__}"
@@ -116,11 +121,58 @@ def _describe(err: Mapping[str, Any]) -> str:
     return message.removeprefix("Value error, ")
 
 
-def _pydantic_errors(error: ValidationError) -> list[FieldError]:
+def _unwrap(tp: Any) -> Any:
+    """The type under ``Annotated[...]`` and ``X | None``."""
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp = get_args(tp)[0]
+        elif origin in (Union, UnionType):
+            args = [a for a in get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
+        else:
+            return tp
+
+
+def _field_type(model: type[BaseModel], key: str) -> Any:
+    for name, info in model.model_fields.items():
+        choices = info.validation_alias.choices if isinstance(info.validation_alias, AliasChoices) else []
+        if key in (name, info.alias, info.validation_alias) or key in choices:
+            return info.annotation
+    return None
+
+
+def _field_path(model: type[BaseModel], loc: Sequence[str | int]) -> str:
+    """Kubernetes' field path: ``requests[cpu]`` for a map key, ``.name`` for a field.
+
+    pydantic's loc does not tell a field from a map key, so walk the model's types.
+    """
+    out = ""
+    tp: Any = model
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(part, str):
+            out += f".{part}" if out else part
+            tp = _field_type(tp, part)
+        elif get_origin(tp) is dict and isinstance(part, str):
+            out += f"[{part}]"
+            tp = get_args(tp)[1]
+        elif get_origin(tp) is list and isinstance(part, int):
+            out += f"[{part}]"
+            tp = get_args(tp)[0]
+        else:
+            out = join_path(out, part) if out else join_path(part)
+            tp = None
+    return out
+
+
+def _pydantic_errors(error: ValidationError, model: type[BaseModel]) -> list[FieldError]:
     out: list[FieldError] = []
     for err in error.errors(include_url=False):
         loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-        out.append(FieldError(join_path(*loc), _describe(err)))
+        out.append(FieldError(_field_path(model, loc), _describe(err)))
     return out
 
 
@@ -178,6 +230,9 @@ def decode(manifest: Any) -> Decoded:
     spec = KINDS.get(kind)
     if spec is None:
         return Decoded(kind, namespace, name, relevant=False)
+    if not spec.namespaced:
+        # The API server clears metadata.namespace of cluster-scoped objects.
+        namespace = ""
     api_version = manifest.get("apiVersion")
     if api_version not in spec.api_versions:
         return Decoded(
@@ -193,14 +248,19 @@ def decode(manifest: Any) -> Decoded:
             ],
         )
     errors: list[FieldError] = []
-    if kind != "Configuration" and not name:
+    # Only absence is reported here; a wrong type (name: 123) is the model's error.
+    if kind != "Configuration" and meta.get("name") in (None, ""):
         errors.append(FieldError("metadata.name", "required field is missing"))
-    if spec.namespaced and not namespace:
+    if spec.namespaced and meta.get("namespace") in (None, ""):
         errors.append(FieldError("metadata.namespace", f"required: {kind} is namespaced"))
     try:
         obj = spec.model.model_validate(manifest)
     except ValidationError as err:
-        return Decoded(kind, namespace, name, errors=errors + _pydantic_errors(err))
+        model_errors = _pydantic_errors(err, spec.model)
+        if errors and "metadata" not in manifest:
+            # "metadata.name: required" already says it; "metadata: required" would repeat it.
+            model_errors = [e for e in model_errors if e.path != "metadata"]
+        return Decoded(kind, namespace, name, errors=errors + model_errors)
     if spec.validate is not None:
         errors.extend(spec.validate(obj))
     if errors:

@@ -31,6 +31,7 @@ from fractions import Fraction
 from admission.api.base import ApiModel
 from admission.api.config import Configuration
 from admission.api.dra import (
+    ALL,
     ALLOCATION_MODES,
     MAX_SUBREQUESTS,
     DeviceAsk,
@@ -82,7 +83,7 @@ def _mode_and_count(
         return
     if count is None:
         return
-    if mode == "All":
+    if mode == ALL:
         errors.append(FieldError(f"{path}.count", "must not be set when allocationMode is All"))
     elif count <= 0:
         errors.append(FieldError(f"{path}.count", f"must be greater than zero, got {count}"))

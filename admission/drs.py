@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from math import ceil
+from math import lcm
 
 from admission.api.kueue import ResourceFlavor
 from admission.quota import FR, QuotaNode
@@ -59,29 +59,53 @@ def weight_of(weights: Weights, fr: FR) -> Fraction:
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """A node's DRS, what fair sharing compares (Kueue's ``DRS``)."""
+    """A node's DRS, what fair sharing compares (Kueue's ``DRS``).
+
+    The dominant resource's flavor-weighted ratio is kept as two integers,
+    ``num / den``, so that comparisons are exact and cheap.
+    """
 
     fair_weight: Fraction
-    # The dominant resource's flavor-weighted ratio, before the fair-sharing weight.
-    ratio: Fraction = ZERO
+    num: int = 0
+    den: int = 1
     dominant_resource: str = ""
     # Usage exceeds the subtree quota on some flavor-resource.
     borrowing: bool = False
     borrowed_frs: frozenset[FR] = frozenset()
 
+    @classmethod
+    def of(cls, fair_weight: Fraction, ratio: Fraction, dominant: str = "", borrowing: bool = False) -> Share:
+        return cls(fair_weight, ratio.numerator, ratio.denominator, dominant, borrowing)
+
+    @property
+    def ratio(self) -> Fraction:
+        """The dominant resource's flavor-weighted ratio, before the fair-sharing weight."""
+        return Fraction(self.num, self.den)
+
     @property
     def infinite(self) -> bool:
-        """A weight of 0 while borrowing: the share is +infinity."""
-        return self.fair_weight == 0 and self.borrowing
+        """A weight of 0 while borrowing: the share is +infinity.
+
+        (Borrowing only what nobody lends gives ratio 0; with weight 0 that is
+        still "weight 0 while borrowing", so infinite, as the issue states.)
+        """
+        return self.borrowing and not self.fair_weight
 
     @property
     def weighted_share(self) -> Fraction | None:
         """ratio / fairSharing.weight; None stands for +infinity."""
         if self.infinite:
             return None
-        if self.ratio == 0:
+        if not self.num:
             return ZERO
-        return self.ratio / self.fair_weight
+        return Fraction(self.num, self.den) / self.fair_weight
+
+    def _share_terms(self) -> tuple[int, int]:
+        """The finite weighted share as (numerator, positive denominator)."""
+        if not self.num:
+            return 0, 1
+        weight = self.fair_weight
+        return self.num * weight.denominator, self.den * weight.numerator
 
     def borrowing_on(self, requested: Mapping[FR, int]) -> bool:
         """Borrows on a flavor-resource the request asks a positive amount of."""
@@ -93,23 +117,26 @@ def compare(a: Share, b: Share) -> int:
 
     Infinite shares sort above every finite one and among themselves by ratio.
     """
-    if a.infinite and b.infinite:
-        x, y = a.ratio, b.ratio
-    elif a.infinite:
+    a_inf, b_inf = a.infinite, b.infinite
+    if a_inf and b_inf:
+        x, y = a.num * b.den, b.num * a.den
+    elif a_inf:
         return 1
-    elif b.infinite:
+    elif b_inf:
         return -1
     else:
-        x, y = a.weighted_share or ZERO, b.weighted_share or ZERO
+        an, ad = a._share_terms()
+        bn, bd = b._share_terms()
+        x, y = an * bd, bn * ad
     return (x > y) - (x < y)
 
 
 def status_weighted_share(share: Share) -> int:
     """``status.fairSharing.weightedShare`` as Kueue writes it: ceil(per-mille share)."""
-    value = share.weighted_share
-    if value is None:
+    if share.infinite:
         return MAX_INT64
-    return min(MAX_INT64, ceil(value * 1000))
+    num, den = share._share_terms()
+    return min(MAX_INT64, -(-num * 1000 // den))
 
 
 def fair_sharing_status(node: QuotaNode, weights: Weights) -> dict[str, int]:
@@ -117,13 +144,43 @@ def fair_sharing_status(node: QuotaNode, weights: Weights) -> dict[str, int]:
     return {"weightedShare": status_weighted_share(share(node, weights))}
 
 
-def _borrowed(node: QuotaNode) -> dict[FR, int]:
-    out: dict[FR, int] = {}
-    for fr in sorted(node.subtree):
-        amount = node.usage.get(fr, 0) - node.subtree[fr]
-        if amount > 0:
-            out[fr] = amount
-    return out
+class ShareCache:
+    """What :func:`share` can keep between calls: integer weights and lendable amounts.
+
+    Both depend on quotas and weights only, never on usage, so one cache may
+    serve every call made while the tree's structure and the weights stay the
+    same (one scheduling cycle, one preemption attempt).
+    """
+
+    __slots__ = ("_int_weights", "lendable", "scale", "weights")
+
+    def __init__(self, weights: Weights) -> None:
+        self.weights = weights
+        # Per resource, the lcm of the weights' denominators: w * scale is an integer
+        # and ratios are unchanged, as numerator and denominator scale alike.
+        self.scale: dict[str, int] = {}
+        for flavor in sorted(weights):
+            for resource, weight in sorted(weights[flavor].items()):
+                self.scale[resource] = lcm(self.scale.get(resource, 1), weight.denominator)
+        self._int_weights: dict[FR, int] = {}
+        self.lendable: dict[QuotaNode, dict[str, int]] = {}
+
+    def weight(self, fr: FR) -> int:
+        found = self._int_weights.get(fr)
+        if found is None:
+            scaled = weight_of(self.weights, fr) * self.scale.get(fr[1], 1)
+            found = self._int_weights[fr] = scaled.numerator
+        return found
+
+    def lendable_at(self, parent: QuotaNode) -> dict[str, int]:
+        """sum_f potentialAvailable(parent, (f, r)) * w(f, r), per resource r (scaled)."""
+        found = self.lendable.get(parent)
+        if found is None:
+            found = {}
+            for fr in _lendable_frs(parent):
+                found[fr[1]] = found.get(fr[1], 0) + parent.potential_available(fr) * self.weight(fr)
+            self.lendable[parent] = found
+        return found
 
 
 def _lendable_frs(node: QuotaNode) -> list[FR]:
@@ -131,30 +188,40 @@ def _lendable_frs(node: QuotaNode) -> list[FR]:
     return sorted(node.root.subtree)
 
 
-def share(node: QuotaNode, weights: Weights) -> Share:
-    """The node's DRS from its current usage."""
+def share(node: QuotaNode, weights: Weights, cache: ShareCache | None = None) -> Share:
+    """The node's DRS from its current usage.
+
+    ``cache`` must have been made for the same ``weights`` (and the same tree structure).
+    """
     parent = node.parent
     if parent is None:
         return Share(node.fair_weight)
-    borrowed = _borrowed(node)
+    usage = node.usage
+    borrowed: list[tuple[FR, int]] = []
+    for fr, quota in node.subtree.items():
+        amount = usage.get(fr, 0) - quota
+        if amount > 0:
+            borrowed.append((fr, amount))
     if not borrowed:
         return Share(node.fair_weight)
-    weighted_borrowed: dict[str, Fraction] = {}
-    for fr, amount in borrowed.items():
-        weighted_borrowed[fr[1]] = weighted_borrowed.get(fr[1], ZERO) + amount * weight_of(weights, fr)
-    weighted_lendable: dict[str, Fraction] = {}
-    for fr in _lendable_frs(node):
-        if fr[1] in weighted_borrowed:
-            lent = parent.potential_available(fr)
-            weighted_lendable[fr[1]] = weighted_lendable.get(fr[1], ZERO) + lent * weight_of(weights, fr)
-    ratio, dominant = _dominant(
-        {r: _ratio(weighted_borrowed[r], weighted_lendable.get(r, ZERO)) for r in weighted_borrowed}
-    )
-    return Share(node.fair_weight, ratio, dominant, True, frozenset(borrowed))
+    if cache is None:
+        cache = ShareCache(weights)
+    weighted: dict[str, int] = {}
+    for fr, amount in borrowed:
+        weighted[fr[1]] = weighted.get(fr[1], 0) + amount * cache.weight(fr)
+    lendable = cache.lendable_at(parent)
+    num, den, dominant = 0, 1, ""
+    for resource in sorted(weighted):  # alphabetical, so a tie keeps the first name
+        lent = lendable.get(resource, 0)
+        if lent > 0 and weighted[resource] * den > num * lent:
+            num, den, dominant = weighted[resource], lent, resource
+    return Share(node.fair_weight, num, den, dominant, True, frozenset(fr for fr, _ in borrowed))
 
 
-def _ratio(borrowed: Fraction, lendable: Fraction) -> Fraction:
-    return borrowed / lendable if lendable > 0 else ZERO
+def _ratio(borrowed: Fraction | int, lendable: Fraction | int) -> Fraction:
+    if lendable <= 0:
+        return ZERO
+    return Fraction(borrowed) / lendable
 
 
 def _dominant(ratios: Mapping[str, Fraction]) -> tuple[Fraction, str]:

@@ -195,6 +195,7 @@ class Engine:
         self.ready: set[str] = set()
         self.changed: dict[WorkloadKey, None] = {}
         self.pending_decisions: list[Decision] = []
+        self.node_status: dict[tuple[str, str], dict[str, Any]] = {}
         self.now_ms = 0
         self.cycles = 0
         self.fair_sharing = FairSharing(self)
@@ -960,6 +961,18 @@ class Engine:
             message = cond.message if cond else ""
             out.append(Decision(ObjectRef("Workload", key[0], key[1]), rec.last_action, status, message))
         self.changed.clear()
+        if self.config.fair_sharing_enabled and not self.structure_dirty:
+            out += self._node_status_changes()
+        return out
+
+    def _node_status_changes(self) -> list[Decision]:
+        """ClusterQueue and Cohort ``status.fairSharing``, when it changed."""
+        out: list[Decision] = []
+        for (kind, name), fair in self.fair_sharing.statuses().items():
+            status = {"fairSharing": fair}
+            if self.node_status.get((kind, name)) != status:
+                self.node_status[(kind, name)] = status
+                out.append(Decision(ObjectRef(kind, "", name), Action.STATUS, status, ""))
         return out
 
     def workload_objects(self) -> list[dict[str, Any]]:

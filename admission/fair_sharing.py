@@ -121,7 +121,7 @@ class FairSharing:
 
     def strategies(self) -> list[Strategy]:
         config = self.engine.config.fair_sharing
-        names = list(config.preemption_strategies) if config is not None else []
+        names: list[str] = list(config.preemption_strategies) if config is not None else []
         if not names:
             names = [LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE]
         return [STRATEGIES[name] for name in names]
@@ -145,6 +145,7 @@ class FairSharing:
         caller has processed the previous one, so the shares include what it took.
         """
         weights = self.weights
+        cache = drs.ShareCache(weights)  # the tree's structure is fixed for the cycle
         remaining: dict[str, Entry] = {}
         unassigned: list[Entry] = []
         for entry in entries:
@@ -158,12 +159,14 @@ class FairSharing:
             if first.cq.node.parent is None:
                 winner = first
             else:
-                winner = self._tournament_winner(root, remaining, weights)
+                winner = self._tournament_winner(root, remaining, weights, cache)
             del remaining[winner.cq.name]
             yield winner
         yield from unassigned
 
-    def _tournament_winner(self, root: QuotaNode, remaining: dict[str, Entry], weights: Weights) -> Entry:
+    def _tournament_winner(
+        self, root: QuotaNode, remaining: dict[str, Entry], weights: Weights, cache: drs.ShareCache
+    ) -> Entry:
         # shares[(cohort, cq)]: the share of the cohort's child on the way to the cq,
         # with the cq's nominee admitted.
         shares: dict[tuple[str, str], Share] = {}
@@ -174,10 +177,11 @@ class FairSharing:
             usage = entry.assignment.usage
             _add(cq_node, usage)
             try:
-                child_share = drs.share(cq_node, weights)
+                child_share = drs.share(cq_node, weights, cache)
                 for ancestor in _path_to_root(cq_node):
                     shares[(ancestor.name, cq_node.name)] = child_share
-                    child_share = drs.share(ancestor, weights)
+                    if ancestor.parent is not None:
+                        child_share = drs.share(ancestor, weights, cache)
             finally:
                 _sub(cq_node, usage)
         winner = self._tournament(root, remaining, shares)
@@ -245,10 +249,12 @@ class _Ordering:
         candidates: Sequence[Candidate],
         weights: Weights,
         key: Callable[[Candidate], tuple[object, ...]],
+        cache: drs.ShareCache,
     ) -> None:
         self.preemptor = preemptor
         self.ancestors = set(map(id, _path_to_root(preemptor)))
         self.weights = weights
+        self.cache = cache
         self.key = key
         self.queued: dict[str, list[Candidate]] = {}
         for cand in candidates:
@@ -281,7 +287,7 @@ class _Ordering:
         for child in cohort.children:
             if not child.is_cluster_queue or id(child) in self.pruned:
                 continue
-            share = drs.share(child, self.weights)
+            share = drs.share(child, self.weights, self.cache)
             if (not share.borrowing and child is not self.preemptor) or not self.has_workload(child):
                 self.pruned.add(id(child))
                 continue
@@ -299,15 +305,18 @@ class _Ordering:
         for child in cohort.children:
             if child.is_cluster_queue or id(child) in self.pruned:
                 continue
-            share = drs.share(child, self.weights)
+            share = drs.share(child, self.weights, self.cache)
             if not share.borrowing and id(child) not in self.ancestors:
                 self.pruned.add(id(child))
             elif best_cohort_share is None or drs.compare(share, best_cohort_share) >= 0:
                 best_cohort, best_cohort_share = child, share
 
-        if best_cohort is not None and best_cohort_share is not None:
-            if best_cq_share is None or drs.compare(best_cohort_share, best_cq_share) >= 0:
-                return self._next(best_cohort)
+        if (
+            best_cohort is not None
+            and best_cohort_share is not None
+            and (best_cq_share is None or drs.compare(best_cohort_share, best_cq_share) >= 0)
+        ):
+            return self._next(best_cohort)
         if best_cq is None:
             self.pruned.add(id(cohort))
             return None
@@ -331,6 +340,7 @@ class _PreemptionRun:
         self.nodes = nodes
         self.weights = weights
         self.key = candidate_order(pre.cluster_queue)
+        self.cache = drs.ShareCache(weights)
 
     def targets(self, candidates: list[Candidate]) -> list[Target]:
         strategies = self.fs.strategies()
@@ -378,12 +388,12 @@ class _PreemptionRun:
 
     def _shares(self, target: QuotaNode) -> tuple[Share, Share]:
         mine, theirs = self._almost_lcas(target)
-        return drs.share(mine, self.weights), drs.share(theirs, self.weights)
+        return drs.share(mine, self.weights, self.cache), drs.share(theirs, self.weights, self.cache)
 
     def _share_without(self, target: QuotaNode, cand: Candidate) -> Share:
         remove(self.nodes, cand)
         try:
-            return drs.share(self._almost_lcas(target)[1], self.weights)
+            return drs.share(self._almost_lcas(target)[1], self.weights, self.cache)
         finally:
             restore(self.nodes, cand)
 
@@ -393,7 +403,7 @@ class _PreemptionRun:
     def _first_strategy(
         self, candidates: list[Candidate], strategy: Strategy, targets: list[Target]
     ) -> tuple[bool, list[Candidate]]:
-        ordering = _Ordering(self.node, candidates, self.weights, self.key)
+        ordering = _Ordering(self.node, candidates, self.weights, self.key, self.cache)
         retry: list[Candidate] = []
         within_nominal = self.fs.gate("FairSharingPreemptWithinNominal") and self._within_nominal()
         for target in ordering:
@@ -422,7 +432,7 @@ class _PreemptionRun:
         return False, retry
 
     def _second_strategy(self, retry: list[Candidate], targets: list[Target]) -> bool:
-        ordering = _Ordering(self.node, retry, self.weights, self.key)
+        ordering = _Ordering(self.node, retry, self.weights, self.key, self.cache)
         for target in ordering:
             preemptor_new, target_old = self._shares(target)
             cand = ordering.pop(target)

@@ -3,28 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from fractions import Fraction
 
 from admission.api.core import Container, PodSpec
 from admission.quantity import Quantity, resource_value
 
 Amounts = dict[str, int]
+# Exact amounts while a pod is summed up; Kueue rounds once, per pod, at the end.
+_Exact = dict[str, Fraction]
 
 
-def _container_requests(container: Container) -> Amounts:
+def _container_requests(container: Container) -> _Exact:
     # A limit with no request stands in for the request, as the API server defaults it.
     merged: dict[str, Quantity] = dict(container.resources.limits)
     merged.update(container.resources.requests)
-    return {name: resource_value(name, q) for name, q in merged.items()}
+    return {name: q.value for name, q in merged.items()}
 
 
-def _add(into: Amounts, other: Mapping[str, int]) -> None:
+def _add(into: _Exact, other: Mapping[str, Fraction]) -> None:
     for name, value in other.items():
-        into[name] = into.get(name, 0) + value
+        into[name] = into.get(name, Fraction(0)) + value
 
 
-def _max(into: Amounts, other: Mapping[str, int]) -> None:
+def _max(into: _Exact, other: Mapping[str, Fraction]) -> None:
     for name, value in other.items():
-        if value > into.get(name, 0):
+        if value > into.get(name, Fraction(0)):
             into[name] = value
 
 
@@ -33,12 +36,14 @@ def pod_requests(spec: PodSpec) -> Amounts:
 
     Sidecars (init containers with restartPolicy Always) keep running, so they
     add to everything that starts after them, as the kubelet accounts them.
+    The sum is exact (k8s PodRequests adds Quantities); only the per-pod total
+    is rounded up to Kueue's int64 (millicores for cpu), as totalRequestsFromPodSets does.
     """
-    total: Amounts = {}
+    total: _Exact = {}
     for container in spec.containers:
         _add(total, _container_requests(container))
-    sidecars: Amounts = {}
-    init_peak: Amounts = {}
+    sidecars: _Exact = {}
+    init_peak: _Exact = {}
     for container in spec.init_containers:
         req = _container_requests(container)
         if container.restart_policy == "Always":
@@ -49,8 +54,8 @@ def pod_requests(spec: PodSpec) -> Amounts:
         _max(init_peak, running)
     _add(total, sidecars)
     _max(total, init_peak)
-    _add(total, {name: resource_value(name, q) for name, q in spec.overhead.items()})
-    return total
+    _add(total, {name: q.value for name, q in spec.overhead.items()})
+    return {name: max(0, resource_value(name, Quantity(value))) for name, value in total.items()}
 
 
 def scale(amounts: Mapping[str, int], count: int) -> Amounts:

@@ -12,6 +12,7 @@ from admission.api.kueue import (
     ClusterQueue,
     Cohort,
     LocalQueue,
+    ResourceFlavor,
     ResourceGroup,
     Workload,
 )
@@ -139,6 +140,19 @@ def _weight(weight: Any, path: str) -> list[FieldError]:
     return []
 
 
+def validate_resource_flavor(rf: ResourceFlavor) -> list[FieldError]:
+    # KEP-8902: a weight multiplies a resource's share; zero or less would hide usage.
+    return [
+        FieldError(
+            f"spec.resourceWeights[{resource}]",
+            f"weight of {resource} must be greater than 0, got {weight}; "
+            'use a positive quantity such as "1", "8" or "0.5"',
+        )
+        for resource, weight in sorted(rf.spec.resource_weights.items())
+        if weight.value <= 0
+    ]
+
+
 def validate_cluster_queue(cq: ClusterQueue) -> list[FieldError]:
     spec = cq.spec
     errors = _resource_groups(spec.resource_groups, "spec.resourceGroups", bool(spec.cohort))
@@ -186,8 +200,14 @@ def validate_workload(wl: Workload) -> list[FieldError]:
         if ps.name in seen:
             errors.append(FieldError(f"{path}.name", f"duplicate pod set name {ps.name!r}"))
         seen.add(ps.name)
-        if not _DNS_LABEL.match(ps.name):
-            errors.append(FieldError(f"{path}.name", f"{ps.name!r} must be a DNS label"))
+        if not _DNS_LABEL.match(ps.name) or len(ps.name) > 63:
+            errors.append(
+                FieldError(
+                    f"{path}.name",
+                    f"{ps.name!r} must be a DNS label: lower-case alphanumerics or '-', "
+                    "starting and ending with an alphanumeric, at most 63 characters",
+                )
+            )
         if ps.count < 0:
             errors.append(FieldError(f"{path}.count", f"must be >= 0, got {ps.count}"))
         if ps.min_count is not None and not 0 < ps.min_count <= ps.count:

@@ -62,6 +62,20 @@ def _expand(manifest: Any) -> Iterator[Any]:
     yield manifest
 
 
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """PyYAML's text names "<unicode string>"; say line and column in the file instead."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        mark = err.problem_mark
+        detail = f"line {mark.line + 1}, column {mark.column + 1}: {err.problem}"
+        if err.context:
+            context = err.context
+            if err.context_mark is not None:
+                context += f" at line {err.context_mark.line + 1}, column {err.context_mark.column + 1}"
+            detail += f" ({context})"
+        return " ".join(detail.split())
+    return " ".join(str(err).split())
+
+
 def load_file(path: Path) -> Loaded:
     out = Loaded([], [])
     try:
@@ -69,17 +83,20 @@ def load_file(path: Path) -> Loaded:
     except (OSError, UnicodeDecodeError) as err:
         out.errors.append(f"{path}: cannot read: {err}")
         return out
+    # DOC_INDEX is the document's position in the file, empty documents included,
+    # so that it points at the right `---` section; a List's items share their
+    # document's index.
     index = 0
     try:
         for doc in _documents(path, text):
-            if doc is None:
-                continue
-            for manifest in _expand(doc):
-                out.docs.append(LoadedDoc(str(path), index, manifest))
-                index += 1
-    except (yaml.YAMLError, orjson.JSONDecodeError) as err:
-        detail = " ".join(str(err).split())
-        out.errors.append(f"{path}:{index}: not valid {path.suffix.lstrip('.').upper()}: {detail}")
+            if doc is not None:
+                for manifest in _expand(doc):
+                    out.docs.append(LoadedDoc(str(path), index, manifest))
+            index += 1
+    except yaml.YAMLError as err:
+        out.errors.append(f"{path}:{index}: not valid YAML: {_yaml_problem(err)}")
+    except orjson.JSONDecodeError as err:
+        out.errors.append(f"{path}:{index}: not valid JSON: {' '.join(str(err).split())}")
     return out
 
 

@@ -25,7 +25,7 @@ def check_documents(docs: Sequence[LoadedDoc]) -> Report:
     """Lines are ``FILE:DOC_INDEX: Kind namespace/name: field.path: what is wrong``."""
     report = Report()
     seen: dict[tuple[str, str, str], str] = {}
-    configs: list[str] = []
+    configs: list[tuple[str, str]] = []  # (where, label)
     for doc in docs:
         decoded = decode(doc.manifest)
         for err in decoded.errors:
@@ -33,7 +33,7 @@ def check_documents(docs: Sequence[LoadedDoc]) -> Report:
         if decoded.errors or not decoded.relevant:
             continue
         if isinstance(decoded.obj, Configuration):
-            configs.append(doc.where)
+            configs.append((doc.where, decoded.label))
             report.warnings.extend(f"{doc.where}: {w}" for w in config_warnings(decoded.obj))
             continue
         ident = (decoded.kind, decoded.namespace, decoded.name)
@@ -45,9 +45,9 @@ def check_documents(docs: Sequence[LoadedDoc]) -> Report:
         else:
             seen[ident] = doc.where
     if len(configs) > 1:
-        for where in configs[1:]:
+        for where, label in configs[1:]:
             report.problems.append(
-                f"{where}: Configuration: kind: a second Configuration, the first is at {configs[0]}; "
+                f"{where}: {label}: kind: a second Configuration, the first is at {configs[0][0]}; "
                 "Kueue runs with exactly one"
             )
     return report

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict
 from pydantic.alias_generators import to_camel
 
 from admission.quantity import Quantity, QuantityError, parse_quantity
@@ -51,6 +51,20 @@ def _strict_str(value: Any) -> Any:
 Str = Annotated[str, BeforeValidator(_strict_str)]
 
 
+def _strict_int(value: Any) -> Any:
+    # `count: "3"` or `count: true` is a type error for the API server, not a number.
+    if isinstance(value, (bool, str)):
+        raise ValueError(f"expected an integer, got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_strict_int)]
+# `active: "yes"` is a string to the API server; only true and false are booleans.
+Bool = Annotated[bool, Strict()]
+
+
 class ObjectMeta(ApiModel):
     name: Str = ""
     namespace: Str = ""
@@ -58,7 +72,7 @@ class ObjectMeta(ApiModel):
     annotations: dict[str, Str] = Field(default_factory=dict)
     creation_timestamp: Str | None = None
     uid: Str = ""
-    generation: int = 0
+    generation: Int = 0
 
 
 class LabelSelectorRequirement(ApiModel):

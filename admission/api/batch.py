@@ -6,15 +6,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from admission.api.base import ApiModel, ObjectMeta, Str
+from admission.api.base import ApiModel, Bool, Int, ObjectMeta, Str
 from admission.api.core import PodTemplateSpec
 
 
 class JobSpec(ApiModel):
-    parallelism: int | None = None
-    completions: int | None = None
+    parallelism: Int | None = None
+    completions: Int | None = None
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
-    suspend: bool | None = None
+    suspend: Bool | None = None
 
 
 class Job(ApiModel):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from admission.api.base import ApiModel, ObjectMeta, Str
+from admission.api.base import ApiModel, Bool, ObjectMeta, Str
 
 PreemptionStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
 
@@ -29,22 +29,45 @@ class DeviceClassMapping(ApiModel):
     device_class_names: list[Str] = Field(default_factory=list)
 
 
+QuotaCheck = Literal["All", "OnlyDeclared"]
+
+
 class Resources(ApiModel):
     exclude_resource_prefixes: list[Str] = Field(default_factory=list)
-    quota_check: Literal["All", "OnlyDeclared"] = "All"
+    quota_check: QuotaCheck = "All"
+    # Upstream Kueue's field for the same setting (BlockUndeclared | IgnoreUndeclared).
+    quota_check_strategy: QuotaCheck | None = None
     device_class_mappings: list[DeviceClassMapping] = Field(default_factory=list)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _quota_check_aliases(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "quotaCheckStrategy" in data and "quotaCheck" not in data:
-            data = {**data, "quotaCheck": data["quotaCheckStrategy"]}
-        return data
 
     @field_validator("quota_check", mode="before")
     @classmethod
     def _quota_check_value(cls, value: Any) -> Any:
         return QUOTA_CHECK_ALIASES.get(value, value) if isinstance(value, str) else value
+
+    @field_validator("quota_check_strategy", mode="before")
+    @classmethod
+    def _quota_check_strategy_value(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and value in ("All", "OnlyDeclared")):
+            return value
+        if isinstance(value, str) and value in QUOTA_CHECK_ALIASES:
+            return QUOTA_CHECK_ALIASES[value]
+        raise ValueError(
+            f"unsupported value {value!r}; accepted values: 'BlockUndeclared' or 'IgnoreUndeclared' "
+            "(the same as quotaCheck: 'All' or 'OnlyDeclared')"
+        )
+
+    @model_validator(mode="after")
+    def _quota_check_strategy(self) -> Resources:
+        if self.quota_check_strategy is None:
+            return self
+        if "quota_check" not in self.model_fields_set:
+            return self.model_copy(update={"quota_check": self.quota_check_strategy})
+        if self.quota_check != self.quota_check_strategy:
+            raise ValueError(
+                f"quotaCheck is {self.quota_check} but quotaCheckStrategy means "
+                f"{self.quota_check_strategy}; set only one of them"
+            )
+        return self
 
 
 def _both_strategies() -> list[PreemptionStrategy]:
@@ -52,7 +75,7 @@ def _both_strategies() -> list[PreemptionStrategy]:
 
 
 class FairSharingConfig(ApiModel):
-    enable: bool = False
+    enable: Bool = False
     preemption_strategies: list[PreemptionStrategy] = Field(default_factory=_both_strategies)
 
 
@@ -61,10 +84,10 @@ class Configuration(ApiModel):
     kind: Literal["Configuration"] = "Configuration"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     namespace: Str = ""
-    manage_jobs_without_queue_name: bool = False
+    manage_jobs_without_queue_name: Bool = False
     resources: Resources = Field(default_factory=Resources)
     fair_sharing: FairSharingConfig | None = None
-    feature_gates: dict[str, bool] = Field(default_factory=dict)
+    feature_gates: dict[str, Bool] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -75,7 +98,8 @@ class Configuration(ApiModel):
             and str(data.get("apiVersion", "")).endswith("/v1beta2")
             and isinstance(data.get("fairSharing"), dict)
         ):
-            data = {**data, "fairSharing": {"enable": True, **data["fairSharing"]}}
+            # v1beta2 has no `enable` to turn it off: the API server would prune one.
+            data = {**data, "fairSharing": {**data["fairSharing"], "enable": True}}
         return data
 
     @field_validator("feature_gates", mode="before")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from admission.api.base import ApiModel, LabelSelector, ObjectMeta, ResourceList, Str
+from admission.api.base import ApiModel, Int, LabelSelector, ObjectMeta, ResourceList, Str
 
 
 class Toleration(ApiModel):
@@ -76,7 +76,7 @@ class PodSpec(ApiModel):
     node_selector: dict[str, Str] = Field(default_factory=dict)
     affinity: Affinity | None = None
     tolerations: list[Toleration] = Field(default_factory=list)
-    priority: int | None = None
+    priority: Int | None = None
     priority_class_name: Str = ""
     resource_claims: list[PodResourceClaim] = Field(default_factory=list)
 

@@ -13,13 +13,14 @@ from pydantic import AliasChoices, Field, field_validator
 
 from admission.api.base import (
     ApiModel,
+    Bool,
+    Int,
     LabelSelector,
     ObjectMeta,
     QuantityValue,
     Str,
 )
 from admission.api.core import PodTemplateSpec, Taint, Toleration
-from admission.quantity import Quantity
 
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 
@@ -29,17 +30,6 @@ class ResourceFlavorSpec(ApiModel):
     node_taints: list[Taint] = Field(default_factory=list)
     tolerations: list[Toleration] = Field(default_factory=list)
     resource_weights: dict[str, QuantityValue] = Field(default_factory=dict)
-
-    @field_validator("resource_weights")
-    @classmethod
-    def _weights_positive(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
-        for resource, weight in sorted(value.items()):
-            if weight.value <= 0:
-                raise ValueError(
-                    f"weight of {resource} must be greater than 0, got {weight}; "
-                    'use a positive quantity such as "1", "8" or "0.5"'
-                )
-        return value
 
 
 class ResourceFlavor(ApiModel):
@@ -68,7 +58,7 @@ class ResourceGroup(ApiModel):
 
 class BorrowWithinCohort(ApiModel):
     policy: Literal["Never", "LowerPriority"] = "Never"
-    max_priority_threshold: int | None = None
+    max_priority_threshold: Int | None = None
 
 
 class Preemption(ApiModel):
@@ -77,9 +67,16 @@ class Preemption(ApiModel):
     borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort)
 
 
-def _fungibility_alias(value: Any) -> Any:
-    # v1beta2 renamed the "stop here" values; they mean the same as v1beta1's.
-    return {"MayStopSearch": "Borrow"}.get(value, value) if isinstance(value, str) else value
+def _fungibility(value: Any, stop: str) -> Any:
+    # v1beta2 renamed the "stop here" values to MayStopSearch; they mean the same
+    # as v1beta1's Borrow / Preempt. Name every spelling a user may write.
+    accepted = {"MayStopSearch": stop, stop: stop, "TryNextFlavor": "TryNextFlavor"}
+    if isinstance(value, str) and value in accepted:
+        return accepted[value]
+    raise ValueError(
+        f"unsupported value {value!r}; accepted values: 'MayStopSearch' or 'TryNextFlavor' "
+        f"(v1beta1 also '{stop}')"
+    )
 
 
 class FlavorFungibility(ApiModel):
@@ -89,12 +86,12 @@ class FlavorFungibility(ApiModel):
     @field_validator("when_can_borrow", mode="before")
     @classmethod
     def _borrow_alias(cls, value: Any) -> Any:
-        return _fungibility_alias(value)
+        return _fungibility(value, "Borrow")
 
     @field_validator("when_can_preempt", mode="before")
     @classmethod
     def _preempt_alias(cls, value: Any) -> Any:
-        return {"MayStopSearch": "Preempt"}.get(value, value) if isinstance(value, str) else value
+        return _fungibility(value, "Preempt")
 
 
 class FairSharing(ApiModel):
@@ -148,14 +145,14 @@ class WorkloadPriorityClass(ApiModel):
     api_version: Str
     kind: Literal["WorkloadPriorityClass"]
     metadata: ObjectMeta
-    value: int
+    value: Int
     description: Str = ""
 
 
 class PodSet(ApiModel):
     name: Str = "main"
-    count: int = 1
-    min_count: int | None = None
+    count: Int = 1
+    min_count: Int | None = None
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
 
 
@@ -167,12 +164,12 @@ class PriorityClassRef(ApiModel):
 class WorkloadSpec(ApiModel):
     pod_sets: list[PodSet] = Field(default_factory=list)
     queue_name: Str = ""
-    priority: int | None = None
+    priority: Int | None = None
     priority_class_name: Str = ""
     priority_class_source: Str = ""
     # v1beta2 names the class through a reference instead of name + source.
     priority_class_ref: PriorityClassRef | None = None
-    active: bool = True
+    active: Bool = True
 
 
 class Condition(ApiModel):
@@ -187,7 +184,7 @@ class PodSetAssignment(ApiModel):
     name: Str
     flavors: dict[str, Str] = Field(default_factory=dict)
     resource_usage: dict[str, QuantityValue] = Field(default_factory=dict)
-    count: int | None = None
+    count: Int | None = None
 
 
 class Admission(ApiModel):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from admission.api.base import ApiModel, ObjectMeta, Str
+from admission.api.base import ApiModel, Int, ObjectMeta, Str
 
 
 class PriorityClass(ApiModel):
     api_version: Str
     kind: Literal["PriorityClass"]
     metadata: ObjectMeta
-    value: int
+    value: Int

@@ -1,0 +1,252 @@
+"""Workloads whose devices cannot be counted: inadmissible, with pod set, claim and cause."""
+
+from __future__ import annotations
+
+from admission.engine import Engine
+from admission.events import Event, EventType
+from tests.dra.drive import (
+    NS,
+    Drive,
+    configuration,
+    docs_of,
+    queue,
+    template,
+    workload,
+)
+
+GPU_CONFIG = configuration({"gpus": ["gpu.example.com"]})
+QUOTA = {"gpus": 10}
+ONE_GPU = "- {name: gpu, deviceClassName: gpu.example.com}"
+
+
+def drive(*parts: str) -> Drive:
+    d = Drive()
+    d.load("".join(parts))
+    return d
+
+
+def test_direct_resource_claim_is_inadmissible() -> None:
+    d = drive(GPU_CONFIG, queue(QUOTA), workload("w", [("main", 1, [("gpu", "claim:shared-gpu")])]))
+    assert d.pending("w") == (
+        "Inadmissible",
+        "pod set main, resource claim gpu: uses ResourceClaim shared-gpu directly (resourceClaimName), "
+        "which is not supported; use a ResourceClaimTemplate (resourceClaimTemplateName)",
+    )
+
+
+def test_direct_resource_claim_stays_inadmissible_when_the_claim_exists() -> None:
+    claim = f"""
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: shared-gpu, namespace: {NS}}}
+spec:
+  devices:
+    requests:
+    - {{name: gpu, exactly: {{deviceClassName: gpu.example.com}}}}
+---
+"""
+    d = drive(GPU_CONFIG, queue(QUOTA), claim, workload("w", [("main", 1, [("gpu", "claim:shared-gpu")])]))
+    assert d.rejected() == {}
+    assert d.pending("w")[0] == "Inadmissible"
+    assert "uses ResourceClaim shared-gpu directly" in d.pending("w")[1]
+
+
+def test_unmapped_device_class_is_inadmissible() -> None:
+    d = drive(
+        GPU_CONFIG,
+        queue(QUOTA),
+        template(
+            "t",
+            """
+- {name: gpu, deviceClassName: gpu.example.com}
+- {name: fpga, deviceClassName: fpga.example.com}
+""",
+        ),
+        workload("w", [("main", 1, [("accel", "t")])]),
+    )
+    assert d.pending("w") == (
+        "Inadmissible",
+        f"pod set main, resource claim accel: ResourceClaimTemplate {NS}/t: request fpga uses device "
+        "class fpga.example.com, which no resources.deviceClassMappings entry maps to a resource",
+    )
+
+
+def test_unmapped_alternative_names_the_subrequest() -> None:
+    requests = """
+- name: gpu
+  firstAvailable:
+  - {name: big, deviceClassName: gpu.example.com}
+  - {name: tiny, deviceClassName: tiny.example.com}
+"""
+    d = drive(
+        GPU_CONFIG, queue(QUOTA), template("t", requests, "v1"), workload("w", [("main", 1, [("c", "t")])])
+    )
+    assert d.pending("w") == (
+        "Inadmissible",
+        f"pod set main, resource claim c: ResourceClaimTemplate {NS}/t: request gpu/tiny uses device "
+        "class tiny.example.com, which no resources.deviceClassMappings entry maps to a resource",
+    )
+
+
+def test_mapping_added_by_a_new_configuration_makes_it_admissible() -> None:
+    d = drive(
+        configuration({}),
+        queue(QUOTA),
+        template("t", ONE_GPU),
+        workload("w", [("main", 2, [("c", "t")])]),
+    )
+    assert d.pending("w")[0] == "Inadmissible"
+    d.load(GPU_CONFIG)
+    assert d.usage("w") == {"main": {"cpu": "2", "gpus": "2"}}
+
+
+def test_missing_template_is_inadmissible_until_it_appears() -> None:
+    d = drive(GPU_CONFIG, queue(QUOTA), workload("w", [("main", 3, [("gpu", "later")])]))
+    assert d.pending("w") == (
+        "Inadmissible",
+        f"pod set main, resource claim gpu: ResourceClaimTemplate {NS}/later not found",
+    )
+    # The template arrives: the workload is counted and admitted without being resubmitted.
+    d.load(template("later", "- {name: gpu, deviceClassName: gpu.example.com, count: 2}"))
+    assert d.usage("w") == {"main": {"cpu": "3", "gpus": "6"}}
+
+
+def test_template_is_read_from_the_workload_namespace() -> None:
+    d = drive(
+        GPU_CONFIG,
+        queue(QUOTA),
+        template("t", ONE_GPU, namespace="elsewhere"),
+        workload("w", [("main", 1, [("gpu", "t")])]),
+    )
+    assert d.pending("w") == (
+        "Inadmissible",
+        f"pod set main, resource claim gpu: ResourceClaimTemplate {NS}/t not found",
+    )
+
+
+def test_invalid_template_is_refused_and_its_workloads_say_why() -> None:
+    bad = "- {name: gpu, deviceClassName: gpu.example.com, count: 0}"
+    d = drive(GPU_CONFIG, queue(QUOTA), template("t", bad), workload("w", [("main", 1, [("gpu", "t")])]))
+    assert d.rejected() == {
+        f"ResourceClaimTemplate {NS}/t": (
+            "spec.spec.devices.requests[0].count: must be greater than zero, got 0"
+        )
+    }
+    assert d.pending("w") == (
+        "Inadmissible",
+        f"pod set main, resource claim gpu: ResourceClaimTemplate {NS}/t is invalid: "
+        "spec.spec.devices.requests[0].count: must be greater than zero, got 0",
+    )
+    # Fixed: counted and admitted.
+    d.load(template("t", "- {name: gpu, deviceClassName: gpu.example.com, count: 4}"))
+    assert d.usage("w") == {"main": {"cpu": "1", "gpus": "4"}}
+
+
+def test_invalid_update_of_a_stored_template_keeps_the_stored_one() -> None:
+    d = drive(
+        GPU_CONFIG,
+        queue({"gpus": 1}),
+        template("t", ONE_GPU),
+        workload("a", [("main", 1, [("gpu", "t")])]),
+    )
+    d.load(template("t", "- {name: gpu, allocationMode: Some, deviceClassName: gpu.example.com}"))
+    assert f"ResourceClaimTemplate {NS}/t" in d.rejected()
+    d.load(workload("b", [("main", 1, [("gpu", "t")])]))
+    # b is counted with the stored template (1 GPU) and waits for quota, not for a fix.
+    assert d.pending("b") == (
+        "Pending",
+        "couldn't assign flavors to pod set main: insufficient unused quota for gpus in flavor f, "
+        "1 more needed",
+    )
+
+
+def test_every_problem_of_a_workload_is_reported_in_spec_order() -> None:
+    d = drive(
+        GPU_CONFIG,
+        queue(QUOTA),
+        template("unmapped", "- {name: x, deviceClassName: x.example.com}"),
+        workload(
+            "w",
+            [
+                ("launcher", 1, [("a", "claim:direct"), ("b", "missing")]),
+                ("workers", 2, [("c", "unmapped")]),
+            ],
+        ),
+    )
+    assert d.pending("w") == (
+        "Inadmissible",
+        "pod set launcher, resource claim a: uses ResourceClaim direct directly (resourceClaimName), "
+        "which is not supported; use a ResourceClaimTemplate (resourceClaimTemplateName); "
+        f"pod set launcher, resource claim b: ResourceClaimTemplate {NS}/missing not found; "
+        f"pod set workers, resource claim c: ResourceClaimTemplate {NS}/unmapped: request x uses "
+        "device class x.example.com, which no resources.deviceClassMappings entry maps to a resource",
+    )
+
+
+# ----------------------------------------------------------- feature gate
+
+
+def test_gate_off_ignores_claims() -> None:
+    # With the gate off, neither the direct claim nor the missing template nor the
+    # unmapped class matters: only cpu is counted (2 pods -> 2).
+    for gate in ("DynamicResourceAllocation", "KueueDRAIntegration"):
+        d = drive(
+            configuration({"gpus": ["gpu.example.com"]}, gates={gate: False}),
+            queue(QUOTA),
+            template("unmapped", "- {name: x, deviceClassName: x.example.com}"),
+            template("t", ONE_GPU),
+            workload(
+                "w", [("main", 2, [("a", "claim:direct"), ("b", "missing"), ("c", "unmapped"), ("d", "t")])]
+            ),
+        )
+        assert d.usage("w") == {"main": {"cpu": "2"}}, gate
+
+
+def test_gate_is_on_by_default_and_alias_turns_it_on() -> None:
+    for gates in (None, {"KueueDRAIntegration": True}):
+        d = drive(
+            configuration({"gpus": ["gpu.example.com"]}, gates=gates),
+            queue(QUOTA),
+            template("t", ONE_GPU),
+            workload("w", [("main", 2, [("c", "t")])]),
+        )
+        assert d.usage("w") == {"main": {"cpu": "2", "gpus": "2"}}
+
+
+def test_gate_turned_off_later_recounts_pending_workloads() -> None:
+    d = drive(GPU_CONFIG, queue(QUOTA), workload("w", [("main", 1, [("gpu", "missing")])]))
+    assert d.pending("w")[0] == "Inadmissible"
+    d.load(configuration({"gpus": ["gpu.example.com"]}, gates={"DynamicResourceAllocation": False}))
+    assert d.usage("w") == {"main": {"cpu": "1"}}
+
+
+# ----------------------------------------------------------- determinism
+
+
+def test_decisions_are_the_same_on_replay() -> None:
+    text = "".join(
+        [
+            GPU_CONFIG,
+            queue({"gpus": 3}),
+            template("t", "- {name: gpu, deviceClassName: gpu.example.com, count: 2}"),
+            workload("a", [("main", 1, [("c", "t")])]),
+            workload("b", [("main", 1, [("c", "t")])]),
+            workload("c", [("main", 1, [("c", "missing")])]),
+        ]
+    )
+
+    def replay() -> list[tuple[str, str, object, str]]:
+        e = Engine()
+        docs = docs_of(text)
+        out = []
+        for i, doc in enumerate(docs):
+            out += e.apply(Event(EventType.UPSERT, 5_000, manifest=doc, batch=i < len(docs) - 1))
+        return [(str(x.ref), str(x.action), x.status, x.message) for x in out]
+
+    first = replay()
+    assert first == replay()
+    assert sorted((ref, action) for ref, action, _, _ in first) == [
+        (f"Workload {NS}/a", "Admitted"),
+        (f"Workload {NS}/b", "Pending"),
+        (f"Workload {NS}/c", "Pending"),
+    ]
