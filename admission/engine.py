@@ -527,7 +527,8 @@ class Engine:
             return
         self.orphans.pop(rec.key, None)
         rec.cluster_queue = cq.name
-        cq.queue.activate(rec.key, rec.order_key(), rec.equivalence)
+        stated = rec.conditions.get(QUOTA_RESERVED) is not None
+        cq.queue.activate(rec.key, rec.order_key(), rec.equivalence, stated)
         self.ready.add(cq.name)
 
     def _unplace(self, rec: WorkloadRecord) -> None:

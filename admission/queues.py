@@ -67,9 +67,9 @@ class PendingQueue:
             group.unstated.append(key)
         self._advertise(gkey, group)
 
-    def activate(self, key: WorkloadKey, order: OrderKey, gkey: GroupKey) -> None:
+    def activate(self, key: WorkloadKey, order: OrderKey, gkey: GroupKey, stated: bool = True) -> None:
         """Queue a workload to be tried at once, and its group with it."""
-        self.push(key, order, gkey)
+        self.push(key, order, gkey, stated)
         group = self.groups[gkey]
         if group.parked:
             group.parked = False

@@ -183,3 +183,20 @@ def test_missing_namespace_selector_matches_no_namespace() -> None:
     )
     r = run(text)
     assert r.pending_message("w") == "Workload namespace doesn't match ClusterQueue selector"
+
+
+def test_every_equivalent_waiting_workload_gets_the_reason() -> None:
+    # Identical workloads are parked together when the first does not fit; each still
+    # shows why it waits.
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4)
+        + "".join(workload(f"w{i}", "q", cpu="3", created=f"2024-01-01T00:00:0{i}Z") for i in range(4))
+    )
+    r = run(text)
+    assert r.admitted() == ["w0"]
+    for name in ("w1", "w2", "w3"):
+        assert r.pending_message(name) == (
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu "
+            "in flavor default, 2 more needed"
+        )

@@ -1,0 +1,157 @@
+"""Two of Kueue's known pain points, run through the real pipeline in virtual time.
+
+Run: .venv/bin/python bench/pain_points.py [--gpu-workloads 10000] [--cpu-workloads 1000] [--fitting 536]
+
+(a) One BestEffortFIFO ClusterQueue whose GPU quota is saturated, with 10,000
+    pending GPU workloads queued ahead of 1,000 CPU-only workloads: how long,
+    in virtual and wall time, until every CPU workload is admitted.
+(b) One ClusterQueue with 536 pending workloads that all fit its quota: how
+    long, and how many scheduling cycles, until all are admitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agents.sim_generator import PlannedWorkload, QueueInfo, Scenario
+from agents.sim_pipeline import EmbeddedSimPipeline
+from agents.sim_summary import Recorder
+from agents.simulate import run_scenario
+
+HOUR_MS = 3_600_000
+
+
+def _queue(name: str, quotas: list[dict[str, Any]], covered: list[str]) -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": {
+                "namespaceSelector": {},
+                "queueingStrategy": "BestEffortFIFO",
+                "resourceGroups": [
+                    {"coveredResources": covered, "flavors": [{"name": "default", "resources": quotas}]}
+                ],
+            },
+        },
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": name},
+            "spec": {"clusterQueue": name},
+        },
+    ]
+
+
+def _workload(
+    queue: str, name: str, cls: str, created_ms: int, runtime_ms: int, requests: dict[str, str]
+) -> PlannedWorkload:
+    manifest = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": queue},
+        "spec": {
+            "queueName": queue,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+                    },
+                }
+            ],
+        },
+    }
+    return PlannedWorkload(queue, name, cls, queue, created_ms, runtime_ms, manifest)
+
+
+def _cycles(pipeline: EmbeddedSimPipeline) -> int:
+    states = pipeline.pipeline.admission.states
+    return sum(s.engine.cycles for p in sorted(states) for s in states[p].shards.values())
+
+
+def gpu_wall(gpu_workloads: int, cpu_workloads: int) -> None:
+    q = "gpu-team"
+    quotas = [{"name": "cpu", "nominalQuota": "100000"}, {"name": "nvidia.com/gpu", "nominalQuota": "8"}]
+    objects = _queue(q, quotas, ["cpu", "nvidia.com/gpu"])
+    gpu = {"cpu": "1", "nvidia.com/gpu": "1"}
+    workloads = [_workload(q, f"running-{i}", "running", 0, HOUR_MS, gpu) for i in range(8)]
+    # The GPU jobs queue first (1 ms), the CPU-only jobs behind them (2 ms).
+    workloads += [_workload(q, f"gpu-{i:05d}", "gpu", 1, HOUR_MS, gpu) for i in range(gpu_workloads)]
+    workloads += [_workload(q, f"cpu-{i:04d}", "cpu", 2, HOUR_MS, {"cpu": "1"}) for i in range(cpu_workloads)]
+    scenario = Scenario(objects, [QueueInfo(q, "cq", "", 100_000_000)], workloads)
+
+    admitted_at: list[int] = []
+
+    def all_cpu_admitted(rec: Recorder) -> bool:
+        cpu = [w for (ns, name), w in rec.workloads.items() if name.startswith("cpu-")]
+        if len(cpu) == cpu_workloads and all(w.admitted for w in cpu):
+            admitted_at.append(max(w.created_ms + w.time_to_admit_ms for w in cpu))
+            return True
+        return False
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pipeline = EmbeddedSimPipeline(Path(tmp) / "log")
+        started = time.perf_counter()
+        result = run_scenario(scenario, pipeline, stop_when=all_cpu_admitted)
+        wall = time.perf_counter() - started
+        cycles = _cycles(pipeline)
+    print(
+        f"(a) GPU quota saturated (8 of 8), {gpu_workloads:,} GPU workloads queued ahead of "
+        f"{cpu_workloads:,} CPU workloads, BestEffortFIFO"
+    )
+    if admitted_at:
+        print(f"    every CPU workload admitted at virtual {admitted_at[0] - 2} ms after it was created")
+    else:
+        print("    the CPU workloads were NOT all admitted")
+    print(f"    wall time {wall:.2f} s, scheduling cycles {cycles:,}, decisions {result.decisions:,}")
+
+
+def fitting_queue(count: int) -> None:
+    q = "roomy"
+    objects = _queue(q, [{"name": "cpu", "nominalQuota": str(count)}], ["cpu"])
+    workloads = [_workload(q, f"wl-{i:04d}", "fits", 1, HOUR_MS, {"cpu": "1"}) for i in range(count)]
+    scenario = Scenario(objects, [QueueInfo(q, "cq", "", count * 1000)], workloads)
+
+    def all_admitted(rec: Recorder) -> bool:
+        return len(rec.workloads) == count and all(w.admitted for w in rec.workloads.values())
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pipeline = EmbeddedSimPipeline(Path(tmp) / "log")
+        started = time.perf_counter()
+        result = run_scenario(scenario, pipeline, stop_when=all_admitted)
+        wall = time.perf_counter() - started
+        cycles = _cycles(pipeline)
+    latest = max(w.time_to_admit_ms for w in result.recorder.workloads.values())
+    print(f"(b) one ClusterQueue, {count} pending workloads that all fit")
+    print(
+        f"    all admitted {latest} ms (virtual) after creation; wall time {wall:.2f} s; "
+        f"scheduling cycles {cycles:,}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--gpu-workloads", type=int, default=10_000)
+    parser.add_argument("--cpu-workloads", type=int, default=1_000)
+    parser.add_argument("--fitting", type=int, default=536)
+    args = parser.parse_args()
+    gpu_wall(args.gpu_workloads, args.cpu_workloads)
+    fitting_queue(args.fitting)
+
+
+if __name__ == "__main__":
+    main()
