@@ -96,6 +96,7 @@ class Recorder:
         self.queues: dict[str, QueueState] = {}
         self.workloads: dict[tuple[str, str], WorkloadState] = {}
         self.admission_times: dict[str, list[int]] = {}
+        self.open = 0  # created and not finished
 
     def add_queue(self, name: str, class_name: str, nominal_mcpu: int, time_ms: int) -> None:
         self.queues[name] = QueueState(class_name, nominal_mcpu, time_ms, time_ms)
@@ -104,6 +105,7 @@ class Recorder:
         self, key: tuple[str, str], class_name: str, cq: str, request_mcpu: int, time_ms: int
     ) -> None:
         self.workloads[key] = WorkloadState(class_name, cq, request_mcpu, time_ms)
+        self.open += 1
         self.queues[cq].touch(time_ms)
 
     def admitted(self, key: tuple[str, str], time_ms: int) -> None:
@@ -128,6 +130,8 @@ class Recorder:
     def finished(self, key: tuple[str, str], time_ms: int) -> None:
         wl = self.workloads[key]
         self.released(key, time_ms)
+        if not wl.finished:
+            self.open -= 1
         wl.finished = True
         wl.time_to_finish_ms = time_ms - wl.created_ms
         self.admission_times.setdefault(wl.class_name, []).append(wl.time_to_admit_ms)
@@ -168,7 +172,7 @@ class Recorder:
         return Summary(cluster_queue_classes=cq_classes, workload_classes=wl_classes)
 
     def unfinished(self) -> int:
-        return sum(1 for w in self.workloads.values() if not w.finished)
+        return self.open
 
 
 class RangeSpec(BaseModel):

@@ -123,9 +123,9 @@ def run_scenario(
     decisions = pipeline.submit(0, [*extra_objects, *scenario.objects])
     events += len(scenario.objects) + len(extra_objects)
     now = 0
-    # Clock ticks alone do not keep the simulation going: it ends with its last workload.
+    # It ends with its last workload: clock ticks keep it going only while some still wait.
     live = len(heap)
-    while heap and live > 0:
+    while heap and (live > 0 or recorder.open > 0):
         now = heap[0].time_ms
         batch: list[dict[str, Any]] = []
         finishing: list[tuple[str, str]] = []

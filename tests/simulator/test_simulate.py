@@ -147,3 +147,43 @@ def test_the_simulation_log_replays_decision_for_decision(tmp_path: Path) -> Non
     assert run_simulate(str(generator), out=str(tmp_path / "o"), stream=io.StringIO()) == 0
     out = io.StringIO()
     assert replay(str(tmp_path / "o" / "log"), out=out) == 0, out.getvalue()
+
+
+PREEMPTION = """
+cohorts:
+- className: cohort
+  count: 1
+  queuesSets:
+  - className: cq
+    count: 1
+    nominalQuota: 1
+    withinClusterQueue: LowerPriority
+    workloadsSets:
+    - count: 1
+      creationIntervalMs: 100
+      workloads:
+      - {className: low, runtimeMs: 1000, priority: 0, request: 1}
+    - count: 1
+      creationIntervalMs: 200
+      workloads:
+      - {className: high, runtimeMs: 500, priority: 10, request: 1}
+"""
+
+
+def test_an_evicted_workload_runs_again_and_finishes(tmp_path: Path) -> None:
+    # low starts at 100; high arrives at 200 and preempts it; low's job stops at once and
+    # waits. high finishes at 700. The queue last moved parked workloads back at 200, and
+    # Kueue does that at most once a second, so low is admitted again at 1200 and
+    # finishes at 2200: time to (latest) admission 1100, to finish 2100.
+    scenario = build_scenario(load_generator(_write(tmp_path, "g.yaml", PREEMPTION)))
+    result = run_scenario(scenario, EmbeddedSimPipeline(tmp_path / "log"))
+    assert result.recorder.unfinished() == 0
+    low = result.summary.workload_classes["low"]
+    high = result.summary.workload_classes["high"]
+    assert (low.total_evictions, low.average_time_to_admission_ms, low.average_time_to_finish_ms) == (
+        1,
+        1100,
+        2100,
+    )
+    assert (high.total_evictions, high.average_time_to_admission_ms) == (0, 0)
+    assert result.virtual_ms == 2200
