@@ -279,9 +279,11 @@ class Engine:
         if kind == "Workload":
             self._delete_workload(key)
         elif kind == "Job":
+            # The Workload is named job-<name>-<5 hex>; the suffix tells same-named owners apart.
+            prefix = f"job-{ref.name}-"
             for wkey in sorted(self.workloads):
-                rec = self.workloads[wkey]
-                if wkey[0] == ref.namespace and rec.obj.metadata.name.startswith(f"job-{ref.name}-"):
+                name = wkey[1]
+                if wkey[0] == ref.namespace and name.startswith(prefix) and len(name) == len(prefix) + 5:
                     self._delete_workload(wkey)
         elif kind == "ResourceFlavor":
             self.structure_dirty |= self.flavors.pop(ref.name, None) is not None
