@@ -1,0 +1,85 @@
+"""`kueuestream admit`: the contract other tools script against."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agents.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "config" / "examples"
+
+
+def _admit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["admit", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _reserved(item: dict) -> str:  # type: ignore[type-arg]
+    return next(c["status"] for c in item["status"]["conditions"] if c["type"] == "QuotaReserved")
+
+
+def test_team_queues_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _admit(capsys, str(EXAMPLES / "team-queues"))
+    assert code == 0
+    listing = yaml.safe_load(out)
+    assert (listing["apiVersion"], listing["kind"]) == ("v1", "List")
+    items = {(i["metadata"]["namespace"], i["metadata"]["name"]): i for i in listing["items"]}
+    # Sorted by namespace, then name.
+    assert list(items) == sorted(items)
+    by_name = {name: item for (_, name), item in items.items()}
+    assert _reserved(by_name["hotfix-eval"]) == "True"
+    assert by_name["eval"]["status"]["admission"]["podSetAssignments"][0]["flavors"] == {
+        "cpu": "spot",
+        "memory": "spot",
+    }
+    job = next(name for name in by_name if name.startswith("job-simulate-"))
+    assert _reserved(by_name[job]) == "True"
+    pending = by_name["train-llm"]["status"]["conditions"][0]
+    assert (pending["status"], pending["reason"]) == ("False", "Pending")
+    assert pending["message"].startswith("couldn't assign flavors to pod set workers: ")
+
+
+def test_json_output_and_files_given_one_by_one(capsys: pytest.CaptureFixture[str]) -> None:
+    files = sorted(str(p) for p in (EXAMPLES / "dra").glob("*.yaml"))
+    code, out, _ = _admit(capsys, *files, "-o", "json")
+    assert code == 0
+    [item] = json.loads(out)["items"]
+    psa = item["status"]["admission"]["podSetAssignments"][0]
+    assert psa["flavors"]["whole-gpus"] == "default-gpu-flavor"
+    assert psa["resourceUsage"]["whole-gpus"] == "1"
+
+
+def test_invalid_input_exits_2_with_the_problems_and_no_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: q}\n"
+        "spec: {queueingStrategy: Whatever}\n"
+    )
+    code, out, err = _admit(capsys, str(bad))
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"{bad}:0: ClusterQueue q: spec.queueingStrategy: unsupported value 'Whatever'")
+
+
+def test_valid_input_with_nothing_admitted_still_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wl = tmp_path / "wl.yaml"
+    wl.write_text(
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: w, namespace: ns}\n"
+        "spec:\n  queueName: nowhere\n"
+        "  podSets: [{name: main, count: 1, template: {spec: {containers: []}}}]\n"
+    )
+    code, out, _ = _admit(capsys, str(wl))
+    assert code == 0
+    [item] = yaml.safe_load(out)["items"]
+    cond = item["status"]["conditions"][0]
+    assert (cond["reason"], cond["message"]) == ("Inadmissible", "LocalQueue nowhere doesn't exist")
