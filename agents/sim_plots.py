@@ -43,15 +43,7 @@ def usage_plot(queues: Mapping[str, QueueState], path: Path, title: str) -> Path
     for cls, group in sorted(by_class.items()):
         xs, ys = _class_usage(group)
         ax.step(xs, ys, where="post", label=f"{cls} ({len(group)} ClusterQueues)")
-    ax.set_xlabel("virtual time (s)")
-    ax.set_ylabel("cpu in use (% of nominal quota)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, "virtual time (s)", "cpu in use (% of nominal quota)")
 
 
 def admission_plot(times: Mapping[str, Iterable[int]], path: Path, title: str) -> Path:
@@ -60,8 +52,12 @@ def admission_plot(times: Mapping[str, Iterable[int]], path: Path, title: str) -
         seconds = [v / 1000 for v in values]
         if seconds:
             ax.hist(seconds, bins=50, alpha=0.55, label=f"{cls} ({len(seconds)})")
-    ax.set_xlabel("time to admission (virtual s)")
-    ax.set_ylabel("workloads")
+    return _save(fig, ax, path, title, "time to admission (virtual s)", "workloads")
+
+
+def _save(fig: Figure, ax: Axes, path: Path, title: str, xlabel: str, ylabel: str) -> Path:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
