@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display on servers and in CI
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from agents.sim_summary import QueueState
 
