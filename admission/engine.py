@@ -77,7 +77,8 @@ MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
 MSG_NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
 MSG_DEACTIVATED = "The workload is deactivated"
-# Kueue moves inadmissible workloads back to their queues in batches, once a second.
+# Kueue moves a cohort tree's inadmissible workloads back to their queues a second
+# after capacity frees there, in one batch for everything freed meanwhile.
 REQUEUE_BATCH_MS = 1000
 
 
@@ -187,10 +188,8 @@ class Engine:
         self.orphans: dict[WorkloadKey, str] = {}
         self.structure_dirty = True
         self.requests_generation = 0
-        # Cohort trees with freed capacity, and when their parked workloads get another try:
-        # like Kueue, at most once per REQUEUE_BATCH_MS for each tree.
+        # Cohort trees with freed capacity, and when their parked workloads get another try.
         self.requeue_due: dict[str, int] = {}
-        self.last_requeue: dict[str, int] = {}
         # ClusterQueues whose queue may have a workload to try.
         self.ready: set[str] = set()
         self.changed: dict[WorkloadKey, None] = {}
@@ -704,7 +703,6 @@ class Engine:
             if self.requeue_due[root] > self.now_ms:
                 continue
             del self.requeue_due[root]
-            self.last_requeue[root] = self.now_ms
             node = self.cohorts.get(root) or (self.cqs[root].node if root in self.cqs else None)
             if node is None:
                 continue
@@ -715,10 +713,9 @@ class Engine:
             pass
 
     def _requeue_later(self, root: str) -> None:
-        if root not in self.requeue_due:
-            last = self.last_requeue.get(root)
-            due = self.now_ms if last is None else max(self.now_ms, last + REQUEUE_BATCH_MS)
-            self.requeue_due[root] = due
+        # Like Kueue's delaying work queue: due a batch period after the first request,
+        # and later requests until then ride along.
+        self.requeue_due.setdefault(root, self.now_ms + REQUEUE_BATCH_MS)
 
     def next_wakeup_ms(self) -> int | None:
         """When a TICK would let parked workloads try again, or None when nothing waits."""

@@ -14,6 +14,25 @@ from admission.events import Action, Decision, Event, EventType, ObjectRef
 T0 = 1_700_000_000_000
 
 
+def tick_through_wakeups(engine: Engine, time_ms: int) -> tuple[list[Decision], int]:
+    """Let time pass to each moment the engine asked for (parked workloads' retries).
+
+    Evicted jobs stop at once on the way, as the embedded runtime has them do.
+    Returns the decisions and the time reached.
+    """
+    out: list[Decision] = []
+    while (wakeup := engine.next_wakeup_ms()) is not None:
+        time_ms = max(time_ms, wakeup)
+        more = engine.apply(Event(EventType.TICK, time_ms))
+        while more:
+            out += more
+            evicted = [d.ref for d in more if d.action == Action.EVICTED]
+            more = []
+            for ref in evicted:
+                more += engine.apply(Event(EventType.STOPPED, time_ms, ref=ref))
+    return out, time_ms
+
+
 def docs_of(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d]
 

@@ -12,6 +12,7 @@ import yaml
 
 from admission.engine import Engine
 from admission.events import Action, Decision, Event, EventType, ObjectRef
+from tests.helpers import tick_through_wakeups
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = REPO / "config" / "examples" / "dra"
@@ -36,14 +37,18 @@ class Drive:
             self.time_ms += 1
             event = Event(EventType.UPSERT, self.time_ms, manifest=doc, batch=i < len(docs) - 1)
             out += self.engine.apply(event)
+        return self._settle(out)
+
+    def _settle(self, out: list[Decision]) -> list[Decision]:
+        more, self.time_ms = tick_through_wakeups(self.engine, self.time_ms)
+        out += more
         self.decisions += out
         return out
 
     def delete(self, kind: str, name: str, namespace: str = "") -> list[Decision]:
         self.time_ms += 1
         out = self.engine.apply(Event(EventType.DELETE, self.time_ms, ref=ObjectRef(kind, namespace, name)))
-        self.decisions += out
-        return out
+        return self._settle(out)
 
     def workloads(self) -> dict[str, dict[str, Any]]:
         return {w["metadata"]["name"]: w for w in self.engine.workload_objects()}

@@ -12,6 +12,7 @@ import yaml
 from admission import drs
 from admission.engine import Engine
 from admission.events import Action, Decision, Event, EventType
+from tests.helpers import tick_through_wakeups
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "config" / "examples" / "drs"
@@ -267,6 +268,8 @@ class Run:
                 more += self.engine.apply(Event(EventType.STOPPED, self.time_ms, ref=d.ref))
             out += more
             evicted = [d for d in more if d.action == Action.EVICTED]
+        more, self.time_ms = tick_through_wakeups(self.engine, self.time_ms)
+        out += more
         self.decisions += out
         return out
 

@@ -171,10 +171,11 @@ cohorts:
 
 
 def test_an_evicted_workload_runs_again_and_finishes(tmp_path: Path) -> None:
-    # low starts at 100; high arrives at 200 and preempts it; low's job stops at once and
-    # waits. high finishes at 700. The queue last moved parked workloads back at 200, and
-    # Kueue does that at most once a second, so low is admitted again at 1200 and
-    # finishes at 2200: time to (latest) admission 1100, to finish 2100.
+    # low starts at 100; high arrives at 200 and preempts it; low's job stops at once, is
+    # tried again at once and waits (high holds the quota). Kueue moves parked workloads
+    # back a second after capacity first frees, here when low stopped at 200, and high's
+    # finish at 700 rides along: low is admitted again at 1200 and finishes at 2200, so
+    # time to (latest) admission 1100, to finish 2100.
     scenario = build_scenario(load_generator(_write(tmp_path, "g.yaml", PREEMPTION)))
     result = run_scenario(scenario, EmbeddedSimPipeline(tmp_path / "log"))
     assert result.recorder.unfinished() == 0
