@@ -1,0 +1,1 @@
+"""The agents (ingest, admission, applier), their two runtimes and the command line."""

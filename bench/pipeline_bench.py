@@ -1,0 +1,418 @@
+"""Pipeline benchmark: throughput and watch-event-to-decision latency, embedded and on Kafka; replay speed.
+
+    .venv/bin/python bench/pipeline_bench.py [--events 2000] [--replay-events 100000]
+                                             [--broker HOST:PORT --workers 1]
+
+- embedded, streaming: one Workload event at a time through the embedded
+  runtime on its durable file log (fsync on), each processed to its decision
+  before the next arrives; latency is submit -> decision written and applied.
+- embedded, listing: the same Workloads as one batch (a folder loaded at once).
+- kafka (with --broker): real Faust workers (subprocesses). Throughput: the
+  events published at once, until the last Workload is decided. Latency: half
+  of them published one by one at --rate per second (below saturation), from
+  the publish being acknowledged to the decision being committed and read by a
+  read_committed consumer.
+- replay: a log of --replay-events watch events (about twice as many admission
+  records) replayed from an embedded log directory, every decision compared
+  byte for byte.
+
+The workload mix keeps the cluster busy but bounded: four cohorts of four
+ClusterQueues, Workloads of 1-4 cpu, each finishing a few events after it
+arrived, a third of them preempting on priority.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
+
+from agents.embedded_pipeline import EmbeddedPipeline  # noqa: E402
+from agents.memory_log import MemoryLog  # noqa: E402
+from agents.publish import ensure_topics  # noqa: E402
+from agents.replay import verify  # noqa: E402
+from agents.topic_names import TopicNames  # noqa: E402
+from agents.watch_events import as_batch, identify, listing_order, watch_event  # noqa: E402
+from streams import codec  # noqa: E402
+from streams.file_log import FileLog  # noqa: E402
+from streams.kafka_log import KafkaLog, parse_broker_url  # noqa: E402
+from streams.schemas import DecisionRecord, WatchEvent, WatchEventType  # noqa: E402
+
+T0 = 1_700_000_000_000
+NS = "bench"
+
+
+def _cq(name: str, cohort: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "cohort": cohort,
+            "namespaceSelector": {},
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 8}]}],
+                }
+            ],
+        },
+    }
+
+
+def cluster() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
+    ]
+    for c in range(4):
+        for q in range(4):
+            name = f"cq-{c}-{q}"
+            out.append(_cq(name, f"cohort-{c}"))
+            out.append(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": f"lq-{c}-{q}", "namespace": NS},
+                    "spec": {"clusterQueue": name},
+                }
+            )
+    return out
+
+
+def workload(i: int, rng: random.Random) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": f"wl-{i:06d}", "namespace": NS, "creationTimestamp": "2024-01-01T00:00:00Z"},
+        "spec": {
+            "queueName": f"lq-{rng.randrange(4)}-{rng.randrange(4)}",
+            "priority": rng.choice((0, 0, 5)),
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "c", "resources": {"requests": {"cpu": str(rng.randint(1, 4))}}}
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def finished(manifest: dict[str, Any]) -> dict[str, Any]:
+    cond = {
+        "type": "Finished",
+        "status": "True",
+        "reason": "Succeeded",
+        "message": "done",
+        "lastTransitionTime": "2024-01-01T00:00:00Z",
+    }
+    return {**manifest, "status": {"conditions": [cond]}}
+
+
+def event(manifest: dict[str, Any], type_: WatchEventType, ts: int) -> WatchEvent:
+    item = identify(manifest)
+    assert not isinstance(item, str)
+    return watch_event(item, type_, ts)
+
+
+def listing(ts: int) -> list[WatchEvent]:
+    items = [i for i in (identify(m) for m in cluster()) if not isinstance(i, str)]
+    return as_batch([watch_event(i, WatchEventType.ADDED, ts) for i in listing_order(items)], ts)
+
+
+def stream(n: int, seed: int = 1) -> list[tuple[str, WatchEvent]]:
+    """(workload the event is about, event): arrivals, each finishing 16 arrivals later."""
+    rng = random.Random(seed)
+    out: list[tuple[str, WatchEvent]] = []
+    live: list[dict[str, Any]] = []
+    i = 0
+    while len(out) < n:
+        ts = T0 + 1000 + len(out)
+        wl = workload(i, rng)
+        i += 1
+        out.append((wl["metadata"]["name"], event(wl, WatchEventType.ADDED, ts)))
+        live.append(wl)
+        if len(live) > 16 and len(out) < n:
+            done = live.pop(0)
+            out.append(("", event(finished(done), WatchEventType.MODIFIED, ts)))
+    return out
+
+
+def percentiles(samples: list[float]) -> str:
+    samples = sorted(samples)
+    p50 = statistics.median(samples)
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    return f"p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms"
+
+
+# --- embedded ---------------------------------------------------------------------------
+
+
+def bench_embedded(n: int) -> None:
+    events = stream(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        decided: dict[str, float] = {}
+
+        def on_decision(d: DecisionRecord) -> None:
+            decided.setdefault(d.ref.name, time.perf_counter())
+
+        with FileLog(Path(tmp) / "log") as log:
+            pipeline = EmbeddedPipeline(log, on_decision=on_decision)
+            pipeline.submit(listing(T0))
+            pipeline.pump()
+            sent: dict[str, float] = {}
+            start = time.perf_counter()
+            for name, ev in events:
+                if name:
+                    sent[name] = time.perf_counter()
+                pipeline.submit([ev])
+                pipeline.pump()
+            elapsed = time.perf_counter() - start
+        latencies = [decided[k] - t for k, t in sent.items() if k in decided]
+        print(
+            f"embedded streaming: {len(events)} events in {elapsed:.2f}s = "
+            f"{len(events) / elapsed:,.0f} events/s; "
+            f"watch event -> decision {percentiles(latencies)} ({len(latencies)} workloads decided)"
+        )
+    with tempfile.TemporaryDirectory() as tmp, FileLog(Path(tmp) / "log") as log:
+        manifests = [e.object for _, e in events if e.type == WatchEventType.ADDED]
+        items = [i for i in (identify(m) for m in cluster() + manifests) if not isinstance(i, str)]
+        batch = as_batch([watch_event(i, WatchEventType.ADDED, T0) for i in listing_order(items)], T0)
+        pipeline = EmbeddedPipeline(log)
+        start = time.perf_counter()
+        pipeline.submit(batch)
+        pipeline.pump()
+        elapsed = time.perf_counter() - start
+        print(
+            f"embedded listing:   {len(batch)} events as one batch in {elapsed:.2f}s = "
+            f"{len(batch) / elapsed:,.0f} events/s"
+        )
+
+
+# --- kafka ------------------------------------------------------------------------------
+
+
+def start_workers(
+    broker: str, count: int, app_id: str, prefix: str, tmp: Path
+) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for i in range(count):
+        log = open(tmp / f"worker-{i}.log", "wb")  # noqa: SIM115 (owned by the child)
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "agents.faust_app",
+                    "worker",
+                    "--broker",
+                    broker,
+                    "--app-id",
+                    app_id,
+                    "--topic-prefix",
+                    prefix,
+                    "--datadir",
+                    str(tmp / f"faust-{i}"),
+                    "--loglevel",
+                    "info",
+                ],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        )
+        log.close()
+    # Wait until every worker is ready after the group settled.
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        texts = [(tmp / f"worker-{i}.log").read_text(errors="replace") for i in range(count)]
+        if all(t.rfind("Worker ready") > t.rfind("Revoking previously assigned") >= 0 for t in texts):
+            time.sleep(2)
+            texts2 = [(tmp / f"worker-{i}.log").read_text(errors="replace") for i in range(count)]
+            if all(t2.count("Revoking") == t.count("Revoking") for t, t2 in zip(texts, texts2, strict=True)):
+                return procs
+        time.sleep(0.5)
+    raise SystemExit("workers did not settle")
+
+
+async def kafka_run(
+    broker: str, names: TopicNames, events: list[tuple[str, WatchEvent]], rate: float | None
+) -> tuple[float, list[float]]:
+    """Publish ``events`` (all at once, or one by one at ``rate`` per second); the time until the
+    last decision and each Workload's latency from publication to its first committed decision."""
+    sent: dict[str, float] = {}
+    decided: dict[str, float] = {}
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=parse_broker_url(broker),
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+    )
+    await consumer.start()
+    tps = [TopicPartition(names.decisions, p) for p in range(6)]
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, 0)
+
+    async def collect() -> None:
+        while True:
+            batch = await consumer.getmany(timeout_ms=20, max_records=10_000)
+            now = time.perf_counter()
+            for messages in batch.values():
+                for m in messages:
+                    decided.setdefault(codec.decode(m.value, DecisionRecord).ref.name, now)
+
+    reader = asyncio.ensure_future(collect())
+    try:
+        async with KafkaLog(broker) as kafka:
+            await kafka.append_many(names.watch, [(b"", codec.encode(e)) for e in listing(T0)], partition=0)
+            await asyncio.sleep(3)
+            start = time.perf_counter()
+            if rate is None:
+                await kafka.append_many(names.watch, [(b"", codec.encode(e)) for _, e in events], partition=0)
+                sent = dict.fromkeys((name for name, _ in events if name), start)
+            else:
+                for i, (name, ev) in enumerate(events):
+                    await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+                    await kafka.append(names.watch, b"", codec.encode(ev), partition=0)
+                    if name:
+                        sent[name] = time.perf_counter()
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline and not set(sent) <= set(decided):
+                await asyncio.sleep(0.2)
+        end = max(decided.values()) if decided else time.perf_counter()
+        return end - start, [decided[k] - t for k, t in sent.items() if k in decided]
+    finally:
+        reader.cancel()
+        await consumer.stop()
+
+
+def bench_kafka(broker: str, n: int, workers: int, rate: float) -> None:
+    events = stream(n)
+    ident = uuid.uuid4().hex[:8]
+    names = TopicNames(f"bench{ident}.")
+    asyncio.run(_create(broker, names))
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = start_workers(broker, workers, f"bench-{ident}", names.prefix, Path(tmp))
+        try:
+            elapsed, _ = asyncio.run(kafka_run(broker, names, events, None))
+            backlog = TopicNames(f"{names.prefix}paced.")
+            asyncio.run(_create(broker, backlog))
+        finally:
+            _stop(procs)
+        # A second pipeline for the latency run, so the backlog above cannot delay it.
+        procs = start_workers(broker, workers, f"bench-{ident}-paced", backlog.prefix, Path(tmp))
+        try:
+            _, latencies = asyncio.run(kafka_run(broker, backlog, events[: len(events) // 2], rate))
+        finally:
+            _stop(procs)
+    label = f"kafka ({workers} worker{'s' if workers > 1 else ''})"
+    print(
+        f"{label}: {len(events)} events published at once, all decided in {elapsed:.2f}s = "
+        f"{len(events) / elapsed:,.0f} events/s"
+    )
+    print(
+        f"{label}: {len(events) // 2} events at {rate:g}/s, watch event -> decision {percentiles(latencies)}"
+    )
+
+
+async def _create(broker: str, names: TopicNames) -> None:
+    async with KafkaLog(broker) as kafka:
+        await ensure_topics(kafka, names)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+# --- replay -----------------------------------------------------------------------------
+
+
+def bench_replay(n: int) -> None:
+    events = stream(n, seed=7)
+    log = MemoryLog()
+    pipeline = EmbeddedPipeline(log)
+    start = time.perf_counter()
+    pipeline.submit(listing(T0))
+    for _, ev in events:
+        pipeline.submit([ev])
+    pipeline.pump()
+    built = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as tmp:
+        with FileLog(Path(tmp) / "log", fsync=False) as file_log:
+            for topic in ("kueue.watch", "kueue.admission", "kueue.decisions"):
+                for p in range(log.partitions_sync(topic)):
+                    values = [(r.key, r.value) for r in log.read_sync(topic, p)]
+                    file_log.ensure_topic_sync(topic, log.partitions_sync(topic))
+                    if values:
+                        file_log.append_many_sync(topic, values, partition=p)
+        with FileLog(Path(tmp) / "log", read_only=True) as file_log:
+            start = time.perf_counter()
+            admission = [list(file_log.read_sync("kueue.admission", p)) for p in range(6)]
+            decisions = [[r.value for r in file_log.read_sync("kueue.decisions", p)] for p in range(6)]
+            verdict = verify(admission, decisions)
+            elapsed = time.perf_counter() - start
+    records = sum(len(p) for p in admission)
+    status = (
+        "every decision reproduced byte for byte"
+        if not verdict.mismatches
+        else f"MISMATCH {verdict.mismatches[0]}"
+    )
+    print(
+        f"replay: {len(events)} watch events = {records} admission records, {verdict.decisions} decisions, "
+        f"replayed in {elapsed:.1f}s = {len(events) / elapsed:,.0f} watch events/s ({records / elapsed:,.0f} "
+        f"admission records/s); {status} (log built in {built:.1f}s)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--replay-events", type=int, default=100_000)
+    parser.add_argument("--broker", help="HOST:PORT of a Kafka broker (the Kafka run is skipped without it)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--rate", type=float, default=50.0, help="events/s of the Kafka latency run")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["embedded", "kafka", "replay"])
+    args = parser.parse_args()
+    if "embedded" not in args.skip:
+        bench_embedded(args.events)
+    if args.broker and "kafka" not in args.skip:
+        bench_kafka(args.broker, args.events, args.workers, args.rate)
+    if "replay" not in args.skip and args.replay_events:
+        bench_replay(args.replay_events)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

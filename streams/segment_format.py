@@ -1,0 +1,181 @@
+"""The on-disk format of a file-log segment (see :mod:`streams.file_log`).
+
+A segment is a sequence of batches, each framed as (big-endian)::
+
+    magic u8 | payload length u32 | crc32(payload) u32 | payload
+    payload = base offset u64 | count u32 | count x (key len u32 | value len u32 | key | value)
+
+The CRC covers the whole batch, which is what makes a batch all-or-nothing: a
+batch cut short by a crash fails its length or CRC check and is dropped whole.
+The base offset in every batch lets a scan check that offsets run on without
+a gap or an overlap, across batches and across segments.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import mmap
+import os
+import struct
+import zlib
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streams.log import CorruptLogError, Record
+
+log = logging.getLogger(__name__)
+
+MAGIC = 0xB1  # format 1; any other first byte of a frame is not a batch of ours
+FRAME = struct.Struct(">BII")  # magic, payload length, crc32 of payload
+BATCH = struct.Struct(">QI")  # base offset, record count
+RECORD = struct.Struct(">II")  # key length, value length
+# A length field beyond this is garbage, not a batch (it also bounds one append_many).
+MAX_BATCH_BYTES = 1 << 30
+# One index entry per this many bytes of segment, like Kafka's index.interval.bytes:
+# a read seeks to the nearest entry and scans at most this far, and the index
+# stays small however many tiny batches there are.
+INDEX_INTERVAL = 4096
+
+
+@dataclass(slots=True)
+class Segment:
+    base_offset: int
+    path: Path
+    size: int = 0  # bytes of complete, valid batches
+    end_offset: int = 0  # offset after the segment's last record
+    # Sparse index: the base offset and file position of some batches, ascending.
+    index_offsets: array[int] = field(default_factory=lambda: array("q"))
+    index_positions: array[int] = field(default_factory=lambda: array("q"))
+
+    def add_to_index(self, base_offset: int, position: int) -> None:
+        if not self.index_positions or position - self.index_positions[-1] >= INDEX_INTERVAL:
+            self.index_offsets.append(base_offset)
+            self.index_positions.append(position)
+
+    def position_for(self, offset: int) -> int:
+        """File position of an indexed batch at or before ``offset``'s batch."""
+        i = bisect.bisect_right(self.index_offsets, offset) - 1
+        return self.index_positions[i] if i >= 0 else 0
+
+
+def encode_batch(base_offset: int, records: list[tuple[bytes, bytes]]) -> tuple[list[bytes], int]:
+    """The frame of one batch (header and payload, written with one writev) and its record count."""
+    chunks: list[bytes] = [BATCH.pack(base_offset, len(records))]
+    pack = RECORD.pack
+    for key, value in records:
+        chunks += (pack(len(key), len(value)), key, value)
+    payload = b"".join(chunks)
+    if len(payload) > MAX_BATCH_BYTES:
+        raise ValueError(
+            f"a batch of {len(payload)} bytes exceeds {MAX_BATCH_BYTES}; append fewer records per call"
+        )
+    return [FRAME.pack(MAGIC, len(payload), zlib.crc32(payload)), payload], len(records)
+
+
+def check_frame(buf: mmap.mmap, pos: int, size: int) -> tuple[int, int, int] | str:
+    """``(payload length, base offset, count)`` of a valid batch at ``pos``, or what is wrong."""
+    if pos + FRAME.size > size:
+        return f"incomplete batch header ({size - pos} bytes)"
+    magic, length, crc = FRAME.unpack_from(buf, pos)
+    if magic != MAGIC:
+        return f"bad magic byte 0x{magic:02x}"
+    if not BATCH.size <= length <= MAX_BATCH_BYTES:
+        return f"impossible batch length {length}"
+    start = pos + FRAME.size
+    if start + length > size:
+        return f"incomplete batch ({size - start} of {length} bytes)"
+    if zlib.crc32(buf[start : start + length]) != crc:
+        return "checksum mismatch"
+    base, count = BATCH.unpack_from(buf, start)
+    return length, base, count
+
+
+def scan_segment(path: Path, base_offset: int, *, is_last: bool, repair: bool, fsync: bool) -> Segment:
+    """Validate a segment and index it; cut a torn tail off the last one if ``repair``."""
+    segment = Segment(base_offset, path, end_offset=base_offset)
+    size = path.stat().st_size
+    if size == 0:
+        return segment
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as buf:
+        pos = 0
+        offset = base_offset
+        while pos < size:
+            checked = check_frame(buf, pos, size)
+            if isinstance(checked, str):
+                _bad_tail(path, pos, size, checked, buf, is_last=is_last)
+                break
+            length, base, count = checked
+            if base != offset or count < 1:
+                raise CorruptLogError(
+                    f"{path} at byte {pos}: batch of {count} records at offset {base}, "
+                    f"expected offset {offset}"
+                )
+            segment.add_to_index(base, pos)
+            pos += FRAME.size + length
+            offset = base + count
+    segment.size = pos
+    segment.end_offset = offset
+    if pos < size and repair:
+        log.warning("%s: cut off a torn write of %d bytes at byte %d", path, size - pos, pos)
+        with open(path, "r+b") as repaired:
+            repaired.truncate(pos)
+            if fsync:
+                os.fsync(repaired.fileno())
+    return segment
+
+
+def _bad_tail(path: Path, pos: int, size: int, problem: str, buf: mmap.mmap, *, is_last: bool) -> None:
+    """Accept a damaged batch only as the torn tail of the last segment; raise otherwise."""
+    if not is_last:
+        raise CorruptLogError(f"{path} at byte {pos}: {problem} in a sealed segment")
+    # A torn write leaves a prefix of the last batch. If the damaged batch's
+    # length still leads to a complete, valid batch, the damage is in the
+    # middle, and cutting there would drop acknowledged records.
+    if pos + FRAME.size > size:
+        return
+    _, length, _ = FRAME.unpack_from(buf, pos)
+    after = pos + FRAME.size + length
+    if length <= MAX_BATCH_BYTES and after < size and not isinstance(check_frame(buf, after, size), str):
+        raise CorruptLogError(
+            f"{path} at byte {pos}: {problem}, but valid batches follow; "
+            "this is damage, not a torn write, and is left for inspection"
+        )
+
+
+def read_segments(
+    topic: str, partition: int, plan: list[tuple[Path, int, int]], from_offset: int, stop: int
+) -> Iterator[Record]:
+    """Records in ``[from_offset, stop)`` of the ``(path, start position, size)`` segments in ``plan``."""
+    unpack_record = RECORD.unpack_from
+    unpack_batch = BATCH.unpack_from
+    for path, start, size in plan:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as buf:
+            pos = start
+            while pos < size:
+                magic, length, crc = FRAME.unpack_from(buf, pos)
+                begin = pos + FRAME.size
+                pos = begin + length
+                if magic != MAGIC or pos > size:
+                    raise CorruptLogError(f"{path}: bad batch header at byte {begin - FRAME.size}")
+                base, count = unpack_batch(buf, begin)
+                if base + count <= from_offset:
+                    continue  # wholly before the range: skip without copying it
+                if base >= stop:
+                    return
+                payload = buf[begin:pos]
+                if zlib.crc32(payload) != crc:
+                    raise CorruptLogError(f"{path}: checksum mismatch at byte {begin - FRAME.size}")
+                at = BATCH.size
+                for offset in range(base, base + count):
+                    key_len, value_len = unpack_record(payload, at)
+                    at += RECORD.size
+                    if offset >= stop:
+                        return
+                    if offset >= from_offset:
+                        key = payload[at : at + key_len]
+                        value = payload[at + key_len : at + key_len + value_len]
+                        yield Record(topic, partition, offset, key, value)
+                    at += key_len + value_len

@@ -1,0 +1,83 @@
+"""Bad input is recorded with a clear error and skipped; what follows it still flows."""
+
+from __future__ import annotations
+
+from agents.embedded_pipeline import EmbeddedPipeline
+from agents.memory_log import MemoryLog
+from streams import codec
+from streams.schemas import WatchEvent, WatchEventType
+from tests.pipeline import scenario as sc
+from tests.pipeline.embedded_run import decisions, errors, run_steps
+
+
+def bad_watch_values() -> list[bytes]:
+    """Malformed JSON, an unknown kind, an invalid Workload, a watch event missing its object."""
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": sc.NS}}
+    invalid = sc.workload("broken", "lq-solo", 1)
+    invalid["spec"]["podSets"][0]["count"] = "three"
+    return [
+        b'{"cluster": "local", "kind": ',
+        codec.encode(
+            WatchEvent(
+                cluster="local",
+                kind="Service",
+                apiVersion="v1",
+                namespace=sc.NS,
+                name="web",
+                type=WatchEventType.ADDED,
+                object=service,
+                timestamp=sc.T0 + 5000,
+            )
+        ),
+        codec.encode(
+            WatchEvent(
+                cluster="local",
+                kind="Workload",
+                apiVersion="kueue.x-k8s.io/v1beta1",
+                namespace=sc.NS,
+                name="broken",
+                type=WatchEventType.ADDED,
+                object=invalid,
+                timestamp=sc.T0 + 5000,
+            )
+        ),
+        b'{"cluster":"local","kind":"Workload","apiVersion":"kueue.x-k8s.io/v1beta1","name":"x",'
+        b'"type":"ADDED","timestamp":1}',
+    ]
+
+
+def test_bad_events_are_recorded_and_skipped() -> None:
+    stream = sc.Stream()
+    stream.listing(sc.two_trees())
+    pipeline = run_steps(EmbeddedPipeline(MemoryLog()), stream.steps)
+    pipeline.submit_raw(bad_watch_values())
+    after = sc.Stream(time_ms=sc.T0 + 10_000)
+    after.event(sc.workload("good", "lq-solo", 2))
+    run_steps(pipeline, after.steps)
+
+    found = errors(pipeline.log)
+    assert [str(e.source) for e in found] == [f"kueue.watch[0]@{i}" for i in range(14, 18)]
+    malformed, unknown, invalid, no_object = (e.error for e in found)
+    assert malformed.startswith("malformed watch event: cannot decode WatchEvent: malformed JSON")
+    assert unknown.startswith("Service team/web (v1): unknown kind, not one Kueuestream reads")
+    assert invalid.startswith("Workload team/broken: spec.podSets[0].count: expected an integer")
+    assert "three" in invalid
+    assert "object is required for a ADDED event" in no_object
+    assert found[0].raw == '{"cluster": "local", "kind": '
+
+    # The Workload after them is admitted; nothing was decided about the bad ones.
+    by_name = {d.ref.name: d for part in decisions(pipeline.log) for d in part}
+    assert by_name["good"].action.value == "Admitted"
+    assert "broken" not in by_name and "web" not in by_name
+
+
+def test_errors_are_not_recorded_again_after_a_restart() -> None:
+    stream = sc.Stream()
+    stream.listing(sc.two_trees())
+    pipeline = run_steps(EmbeddedPipeline(MemoryLog()), stream.steps)
+    pipeline.submit_raw(bad_watch_values())
+    pipeline.pump()
+    restarted = EmbeddedPipeline(pipeline.log)
+    restarted.pump()
+    assert len(errors(pipeline.log)) == 4
+    assert restarted.stats.errors == 0
