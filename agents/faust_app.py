@@ -344,6 +344,7 @@ def build_app(
     datadir: str | None = None,
     commit_interval: float = COMMIT_INTERVAL,
     job_controller: bool = True,
+    clock: bool = True,
 ) -> tuple[faust.App, Runtime]:
     names = TopicNames(prefix)
     app = faust.App(
@@ -430,7 +431,7 @@ def build_app(
             out = applied_out(event.message.partition, decision, ApplyOutcome.APPLIED, APPLIED_DETAIL)
             acker.add(event, await runtime.queue_outside([out]))
 
-    async def clock() -> None:
+    async def tick_clock() -> None:
         # Engines defer some work to a later time (Kueue's requeue batch); time only
         # moves with the log, so a due wakeup is written there as a clock tick, and a
         # replay sees the very same clock. Ticks from several workers are harmless.
@@ -441,7 +442,8 @@ def build_app(
             producer = await runtime.producer()
             await producer.send_and_wait(names.watch, value=tick, key=b"", partition=0)
 
-    app.timer(interval=CLOCK_INTERVAL)(clock)
+    if clock:
+        app.timer(interval=CLOCK_INTERVAL)(tick_clock)
 
     async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
         revoked: set[Any] = args[0] if args else kwargs.get("revoked", set())
@@ -473,11 +475,17 @@ def run_worker(
     prefix: str = "",
     datadir: str | None = None,
     loglevel: str = "warning",
+    clock: bool = True,
 ) -> int:
-    """``kueuestream worker``: run one Faust worker until it is stopped."""
+    """``kueuestream worker``: run one Faust worker until it is stopped.
+
+    ``clock=False`` writes no clock ticks: time then moves only with the events
+    the sources write, which keeps a run comparable event for event with an
+    embedded run of the same events (the tests do that).
+    """
     names = TopicNames(prefix)
     asyncio.run(_create_topics(broker, names))
-    app, _ = build_app(broker, app_id=app_id, prefix=prefix, datadir=datadir)
+    app, _ = build_app(broker, app_id=app_id, prefix=prefix, datadir=datadir, clock=clock)
     worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
     try:
         worker.execute_from_commandline()
@@ -496,6 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--topic-prefix", default="")
     w.add_argument("--datadir", default=None)
     w.add_argument("--loglevel", default="warning")
+    w.add_argument("--no-clock", action="store_true", help="write no clock ticks to kueue.watch")
     args = parser.parse_args(argv)
     return run_worker(
         args.broker,
@@ -503,6 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prefix=args.topic_prefix,
         datadir=args.datadir,
         loglevel=args.loglevel,
+        clock=not args.no_clock,
     )
 
 

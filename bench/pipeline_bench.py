@@ -237,6 +237,8 @@ def start_workers(
                     str(tmp / f"faust-{i}"),
                     "--loglevel",
                     "info",
+                    # Time moves only with the events written: comparable with an embedded run.
+                    "--no-clock",
                 ],
                 cwd=REPO,
                 stdout=log,

@@ -63,6 +63,8 @@ class Workers:
                 str(self.tmp / f"faust-{i}"),
                 "--loglevel",
                 "info",
+                # Time moves only with the events written: comparable with an embedded run.
+                "--no-clock",
             ],
             cwd=REPO,
             stdout=logfile,
