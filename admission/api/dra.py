@@ -66,29 +66,22 @@ class ExactDeviceRequest(ApiModel):
     admin_access: bool | None = None
 
 
-class DeviceSubRequest(ApiModel):
-    """One alternative of ``requests[].firstAvailable``."""
+class DeviceSubRequest(ExactDeviceRequest):
+    """One alternative of ``requests[].firstAvailable``.
+
+    ``adminAccess`` (inherited) and ``firstAvailable`` are not fields of a
+    subrequest in any version; they are read only so that they can be refused.
+    """
 
     name: Str = ""
-    device_class_name: Str | None = None
-    selectors: list[DeviceSelector] | None = None
-    allocation_mode: Str | None = None
-    count: int | None = None
-    # Not fields of a subrequest in any version; read only so that they can be refused.
-    admin_access: bool | None = None
     first_available: list[Any] | None = None
 
 
-class DeviceRequest(ApiModel):
-    """``spec.devices.requests[]`` in any version: the flat fields and the nested ones."""
+class DeviceRequest(ExactDeviceRequest):
+    """``spec.devices.requests[]`` in any version: the flat fields (v1alpha3 / v1beta1,
+    inherited) and the nested ones."""
 
     name: Str = ""
-    # v1alpha3 / v1beta1.
-    device_class_name: Str | None = None
-    selectors: list[DeviceSelector] | None = None
-    allocation_mode: Str | None = None
-    count: int | None = None
-    admin_access: bool | None = None
     # v1beta2 / v1.
     exactly: ExactDeviceRequest | None = None
     # Every version (KEP-4816).
