@@ -27,18 +27,26 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def qualified_name_problem(value: str) -> str | None:
-    """A Kubernetes qualified name: an optional DNS subdomain prefix and '/', then a label."""
+def _prefixed_name_problem(value: str) -> str | None:
+    """What every prefixed name must satisfy: not empty, at most 253, a DNS subdomain prefix."""
     if not value:
         return "must not be empty"
     if len(value) > 253:
         return f"must be no more than 253 characters, got {len(value)}"
-    prefix, _, label = value.rpartition("/")
-    if prefix and not _DNS_SUBDOMAIN.match(prefix):
+    prefix, slash, _ = value.rpartition("/")
+    if slash and not _DNS_SUBDOMAIN.match(prefix):
         return (
             f"prefix {prefix!r} must be a DNS subdomain: lower-case alphanumerics, '-' and '.', "
             "starting and ending with an alphanumeric"
         )
+    return None
+
+
+def qualified_name_problem(value: str) -> str | None:
+    """A Kubernetes qualified name: an optional DNS subdomain prefix and '/', then a label."""
+    if problem := _prefixed_name_problem(value):
+        return problem
+    label = value.rpartition("/")[2]
     if not _DNS_LABEL.match(label) or len(label) > 63:
         return (
             f"name {label!r} must be a DNS label: lower-case alphanumerics or '-', "
@@ -246,16 +254,9 @@ def validate_configuration(config: Configuration) -> list[FieldError]:
         # KEP-2941: an optional DNS subdomain prefix and "/", then a name of lower-case
         # alphanumerics, '-' and '.' that starts and ends with an alphanumeric (the
         # seed's own classes are named like gpu.example.com); at most 253 characters.
-        if not value:
-            return "must not be empty"
-        if len(value) > 253:
-            return f"must be no more than 253 characters, got {len(value)}"
-        prefix, slash, name = value.rpartition("/")
-        if slash and not _DNS_SUBDOMAIN.match(prefix):
-            return (
-                f"prefix {prefix!r} must be a DNS subdomain: lower-case alphanumerics, '-' and '.', "
-                "starting and ending with an alphanumeric"
-            )
+        if problem := _prefixed_name_problem(value):
+            return problem
+        _, slash, name = value.rpartition("/")
         if not _DNS_SUBDOMAIN.match(name):
             return (
                 f"name {name!r} must consist of lower-case alphanumerics, '-' and '.', "
