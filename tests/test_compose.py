@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from agents.cli import build_parser
+from kueuestream.agents.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,10 +6,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from admission.events import Action
-from admission.quantity import parse_quantity, resource_value
-from streams import codec
-from streams.schemas import DecisionRecord
+from kueuestream.admission.events import Action
+from kueuestream.admission.quantity import parse_quantity, resource_value
+from kueuestream.streams import codec
+from kueuestream.streams.schemas import DecisionRecord
 
 FR = tuple[str, str]  # flavor, resource
 
