@@ -50,7 +50,8 @@ from kueuestream.admission.preemption import (
 from kueuestream.admission.quota import FR, QuotaNode
 
 if TYPE_CHECKING:
-    from kueuestream.admission.engine import Engine, Entry
+    from kueuestream.admission.engine import Engine
+    from kueuestream.admission.scheduler import Entry
     from kueuestream.admission.state import ClusterQueueRecord
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
