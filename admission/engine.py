@@ -45,7 +45,7 @@ class Engine:
         self.queues = QueueManager()
         self.outbox = DecisionOutbox()
         self.lifecycle = Lifecycle(self.cache, self.queues, self.outbox)
-        self.fair_sharing = FairSharing(self)
+        self.fair_sharing = FairSharing(self.cache)
         self.scheduler = Scheduler(self.cache, self.queues, self.lifecycle, self.fair_sharing)
 
     # ------------------------------------------------------------------ events
