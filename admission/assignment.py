@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from admission.api.core import PodSpec
-from admission.api.kueue import ResourceFlavor
-from admission.quantity import resource_quantity
-from admission.quota import FR, QuotaNode
-from admission.selectors import flavor_matches_pod, format_taint, untolerated_taint
+from kueuestream.admission.api.core import PodSpec
+from kueuestream.admission.api.kueue import ResourceFlavor
+from kueuestream.admission.quantity import resource_quantity
+from kueuestream.admission.quota import FR, QuotaNode
+from kueuestream.admission.selectors import flavor_matches_pod, format_taint, untolerated_taint
 
 
 class Mode(IntEnum):

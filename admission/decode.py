@@ -14,20 +14,20 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import yaml
 from pydantic import AliasChoices, BaseModel, ValidationError
 
-from admission import dra
-from admission import validation as v
-from admission.api.base import ApiModel
-from admission.api.batch import Job
-from admission.api.config import Configuration
-from admission.api.core import Namespace
-from admission.api.dra import (
+from kueuestream.admission import dra
+from kueuestream.admission import validation as v
+from kueuestream.admission.api.base import ApiModel
+from kueuestream.admission.api.batch import Job
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.api.core import Namespace
+from kueuestream.admission.api.dra import (
     RESOURCE_VERSIONS,
     DeviceClass,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
 )
-from admission.api.kueue import (
+from kueuestream.admission.api.kueue import (
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -35,8 +35,8 @@ from admission.api.kueue import (
     Workload,
     WorkloadPriorityClass,
 )
-from admission.api.scheduling import PriorityClass
-from admission.errors import FieldError, join_path
+from kueuestream.admission.api.scheduling import PriorityClass
+from kueuestream.admission.errors import FieldError, join_path
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
 CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")

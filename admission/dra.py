@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from admission.api.base import ApiModel
-from admission.api.config import Configuration
-from admission.api.dra import (
+from kueuestream.admission.api.base import ApiModel
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.api.dra import (
     ALL,
     ALLOCATION_MODES,
     MAX_SUBREQUESTS,
@@ -43,10 +43,10 @@ from admission.api.dra import (
     ResourceSlice,
     is_flat,
 )
-from admission.api.kueue import Workload
-from admission.errors import FieldError
-from admission.events import ObjectRef
-from admission.quantity import Quantity, resource_value
+from kueuestream.admission.api.kueue import Workload
+from kueuestream.admission.errors import FieldError
+from kueuestream.admission.events import ObjectRef
+from kueuestream.admission.quantity import Quantity, resource_value
 
 Key = tuple[str, str]  # (namespace, name)
 PoolKey = tuple[str, str]  # (driver, pool name)

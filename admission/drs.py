@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import lcm
 
-from admission.api.kueue import ResourceFlavor
-from admission.quota import FR, QuotaNode
+from kueuestream.admission.api.kueue import ResourceFlavor
+from kueuestream.admission.quota import FR, QuotaNode
 
 # Kueue writes MaxInt64 into status.fairSharing.weightedShare for an infinite share.
 MAX_INT64 = 2**63 - 1

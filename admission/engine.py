@@ -13,12 +13,12 @@ from enum import Enum
 from fractions import Fraction
 from typing import Any
 
-from admission import dra
-from admission.api.base import ApiModel
-from admission.api.batch import Job
-from admission.api.config import Configuration
-from admission.api.core import Namespace, PodSpec
-from admission.api.kueue import (
+from kueuestream.admission import dra
+from kueuestream.admission.api.base import ApiModel
+from kueuestream.admission.api.batch import Job
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.api.core import Namespace, PodSpec
+from kueuestream.admission.api.kueue import (
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -27,8 +27,8 @@ from admission.api.kueue import (
     Workload,
     WorkloadPriorityClass,
 )
-from admission.api.scheduling import PriorityClass
-from admission.assignment import (
+from kueuestream.admission.api.scheduling import PriorityClass
+from kueuestream.admission.assignment import (
     Assignment,
     GroupView,
     Mode,
@@ -37,11 +37,11 @@ from admission.assignment import (
     QueueView,
     assign_flavors,
 )
-from admission.decode import decode, dump
-from admission.events import Action, Decision, Event, EventType, ObjectRef
-from admission.fair_sharing import FairSharing
-from admission.jobs import JOB_UID_LABEL, is_queued, workload_for_job
-from admission.preemption import (
+from kueuestream.admission.decode import decode, dump
+from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
+from kueuestream.admission.fair_sharing import FairSharing
+from kueuestream.admission.jobs import JOB_UID_LABEL, is_queued, workload_for_job
+from kueuestream.admission.preemption import (
     Candidate,
     Preemptor,
     Target,
@@ -49,13 +49,13 @@ from admission.preemption import (
     fits,
     preemption_message,
 )
-from admission.quantity import resource_quantity, resource_value
-from admission.queues import PendingQueue, WorkloadKey
-from admission.quota import FR, Quota, QuotaNode, compute_subtree_quotas
-from admission.records import ClusterQueueRecord, Phase, WorkloadRecord
-from admission.requests import pod_requests, scale, without_prefixes
-from admission.selectors import label_selector_matches
-from admission.status import (
+from kueuestream.admission.quantity import resource_quantity, resource_value
+from kueuestream.admission.queues import PendingQueue, WorkloadKey
+from kueuestream.admission.quota import FR, Quota, QuotaNode, compute_subtree_quotas
+from kueuestream.admission.requests import pod_requests, scale, without_prefixes
+from kueuestream.admission.selectors import label_selector_matches
+from kueuestream.admission.state import ClusterQueueRecord, Phase, WorkloadRecord
+from kueuestream.admission.status import (
     ADMITTED,
     EVICTED,
     FINISHED,
@@ -69,8 +69,8 @@ from admission.status import (
     REQUEUED,
     Conditions,
 )
-from admission.timefmt import parse_rfc3339
-from admission.validation import config_warnings
+from kueuestream.admission.timefmt import parse_rfc3339
+from kueuestream.admission.validation import config_warnings
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"

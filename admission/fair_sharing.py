@@ -1,7 +1,7 @@
 """Fair sharing: admission order and preemption by (flavor-weighted) DRS.
 
 Both follow Kueue's scheduler with fair sharing enabled, on the share
-:mod:`admission.drs` computes (ResourceFlavor ``resourceWeights`` included):
+:mod:`kueuestream.admission.drs` computes (ResourceFlavor ``resourceWeights`` included):
 
 * **Order** (Kueue's ``fairSharingIterator``). Each pop runs a tournament in a
   cohort tree: every ClusterQueue head's usage is added to its queue in turn,
@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from admission import drs
-from admission.drs import Share, Weights
-from admission.preemption import (
+from kueuestream.admission import drs
+from kueuestream.admission.drs import Share, Weights
+from kueuestream.admission.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAMATION,
@@ -47,11 +47,11 @@ from admission.preemption import (
     remove,
     restore,
 )
-from admission.quota import FR, QuotaNode
+from kueuestream.admission.quota import FR, QuotaNode
 
 if TYPE_CHECKING:
-    from admission.engine import Engine, Entry
-    from admission.records import ClusterQueueRecord
+    from kueuestream.admission.engine import Engine, Entry
+    from kueuestream.admission.state import ClusterQueueRecord
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
 LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
-from admission.api.base import ObjectMeta
-from admission.api.batch import Job
-from admission.api.kueue import PodSet, PriorityClassRef, Workload, WorkloadSpec
+from kueuestream.admission.api.base import ObjectMeta
+from kueuestream.admission.api.batch import Job
+from kueuestream.admission.api.kueue import PodSet, PriorityClassRef, Workload, WorkloadSpec
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from admission.api.kueue import Preemption
-from admission.quota import FR, QuotaNode
+from kueuestream.admission.api.kueue import Preemption
+from kueuestream.admission.quota import FR, QuotaNode
 
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
-from admission.api.core import Container, PodSpec
-from admission.quantity import Quantity, resource_value
+from kueuestream.admission.api.core import Container, PodSpec
+from kueuestream.admission.quantity import Quantity, resource_value
 
 Amounts = dict[str, int]
 # Exact amounts while a pod is summed up; Kueue rounds once, per pod, at the end.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from admission.api.base import LabelSelector
-from admission.api.core import NodeSelectorRequirement, PodSpec, Taint, Toleration
+from kueuestream.admission.api.base import LabelSelector
+from kueuestream.admission.api.core import NodeSelectorRequirement, PodSpec, Taint, Toleration
 
 
 def _requirement_matches(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from admission.timefmt import rfc3339
+from kueuestream.admission.timefmt import rfc3339
 
 QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"

@@ -6,9 +6,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from admission.api.batch import Job
-from admission.api.config import Configuration
-from admission.api.kueue import (
+from kueuestream.admission.api.batch import Job
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.api.kueue import (
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -16,7 +16,7 @@ from admission.api.kueue import (
     ResourceGroup,
     Workload,
 )
-from admission.errors import FieldError
+from kueuestream.admission.errors import FieldError
 
 MAX_RESOURCE_GROUPS = 16
 MAX_FLAVORS = 64

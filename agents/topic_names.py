@@ -1,6 +1,6 @@
 """The pipeline's topic names, optionally behind a prefix.
 
-Production uses :mod:`streams.topics`' names as they are. A prefix lets several
+Production uses :mod:`kueuestream.streams.topics`' names as they are. A prefix lets several
 pipelines share one Kafka cluster (tests run each scenario on fresh topics, a
 staging pipeline can sit beside production) without touching the names the
 rest of the code knows.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streams import topics as t
+from kueuestream.streams import topics as t
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from admission.engine import Engine
-from admission.events import Action, Event, EventType
+from kueuestream.admission.engine import Engine
+from kueuestream.admission.events import Action, Event, EventType
 
 
 def manifests(queues: int, cohorts: int, workloads: int, nominal: int = 20) -> list[dict[str, Any]]:

@@ -20,10 +20,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.sim_generator import PlannedWorkload, QueueInfo, Scenario
-from agents.sim_pipeline import EmbeddedSimPipeline
-from agents.sim_summary import Recorder
-from agents.simulate import run_scenario
+from kueuestream.agents.simulator.generator import PlannedWorkload, QueueInfo, Scenario
+from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline
+from kueuestream.agents.simulator.scenario_run import run_scenario
+from kueuestream.agents.simulator.summary import Recorder
 
 HOUR_MS = 3_600_000
 

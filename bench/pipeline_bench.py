@@ -42,16 +42,16 @@ sys.path.insert(0, str(REPO))
 
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
-from agents.embedded_pipeline import EmbeddedPipeline  # noqa: E402
-from agents.memory_log import MemoryLog  # noqa: E402
-from agents.publish import ensure_topics  # noqa: E402
-from agents.replay import verify  # noqa: E402
-from agents.topic_names import TopicNames  # noqa: E402
-from agents.watch_events import as_batch, identify, listing_order, watch_event  # noqa: E402
-from streams import codec  # noqa: E402
-from streams.file_log import FileLog  # noqa: E402
-from streams.kafka_log import KafkaLog, parse_broker_url  # noqa: E402
-from streams.schemas import DecisionRecord, WatchEvent, WatchEventType  # noqa: E402
+from kueuestream.agents.audit.replay import verify  # noqa: E402
+from kueuestream.agents.embedded.memory_log import MemoryLog  # noqa: E402
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline  # noqa: E402
+from kueuestream.agents.faust_worker.publish import ensure_topics  # noqa: E402
+from kueuestream.agents.sources.watch_events import as_batch, identify, listing_order, watch_event  # noqa: E402
+from kueuestream.agents.topic_names import TopicNames  # noqa: E402
+from kueuestream.streams import codec  # noqa: E402
+from kueuestream.streams.file_log import FileLog  # noqa: E402
+from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url  # noqa: E402
+from kueuestream.streams.schemas import DecisionRecord, WatchEvent, WatchEventType  # noqa: E402
 
 T0 = 1_700_000_000_000
 NS = "bench"
@@ -225,7 +225,7 @@ def start_workers(
                 [
                     sys.executable,
                     "-m",
-                    "agents.faust_app",
+                    "kueuestream",
                     "worker",
                     "--broker",
                     broker,

@@ -6,7 +6,7 @@ order is an accident of how a record was built) and floats are refused (their
 text form is where serialisers and platforms disagree; Kubernetes quantities
 such as ``cpu: 0.5`` are strings in the API anyway). YAML parsers still produce
 floats for such values, so input manifests go through :func:`normalize_manifest`
-first; the schemas in :mod:`streams.schemas` do this for their ``object``
+first; the schemas in :mod:`kueuestream.streams.schemas` do this for their ``object``
 fields.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import orjson
 import pydantic
 
-from admission.errors import join_path
+from kueuestream.admission.errors import join_path
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -34,7 +34,7 @@ class DecodeError(ValueError):
     """Bytes are not valid JSON or do not match the expected schema.
 
     ``problems`` lists one ``(field path, reason)`` per problem found, so callers
-    that write an :class:`~streams.schemas.ErrorRecord` can keep them apart.
+    that write an :class:`~kueuestream.streams.schemas.ErrorRecord` can keep them apart.
     """
 
     def __init__(self, message: str, problems: tuple[tuple[str, str], ...] = ()) -> None:

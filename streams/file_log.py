@@ -6,7 +6,7 @@ Layout under the log directory (default ``./.kueuestream``)::
     <topic>/topic.json                  {"format": 1, "partitions": N}
     <topic>/<partition>/<base>.log      segments, <base> = first offset, 20 digits
 
-A segment is a sequence of batches (format in :mod:`streams.segment_format`).
+A segment is a sequence of batches (format in :mod:`kueuestream.streams.segment_format`).
 One ``append_many`` call writes one batch per partition it touches, and a
 batch is all-or-nothing: after a crash either every record of an
 ``append_many`` call to a partition is there or none is.
@@ -19,7 +19,7 @@ On open every segment is scanned, which validates every CRC and rebuilds the
 in-memory offset index. A damaged batch at the very end of a partition's last
 segment is a torn write from a crash and is cut off (the only write the log
 ever does outside an append). Damage anywhere else would mean losing records
-that were acknowledged, so it raises :class:`~streams.log.CorruptLogError`
+that were acknowledged, so it raises :class:`~kueuestream.streams.log.CorruptLogError`
 instead of being "repaired".
 
 Offsets are dense: a partition's records are numbered 0, 1, 2, ... in append
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Self
 
 import orjson
 
-from streams.log import (
+from kueuestream.streams.log import (
     CorruptLogError,
     LogClosedError,
     LogError,
@@ -53,8 +53,8 @@ from streams.log import (
     TopicMismatchError,
     UnknownTopicError,
 )
-from streams.segment_format import Segment, encode_batch, read_segments, scan_segment
-from streams.topics import partition_counts, partition_for_key, validate_topic_name
+from kueuestream.streams.segment_format import Segment, encode_batch, read_segments, scan_segment
+from kueuestream.streams.topics import partition_counts, partition_for_key, validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +95,10 @@ class _Topic:
 
 
 class FileLog:
-    """The embedded :class:`~streams.log.Log`; sync methods plus async wrappers.
+    """The embedded :class:`~kueuestream.streams.log.Log`; sync methods plus async wrappers.
 
     ``partitions`` overrides the default partition counts of
-    :mod:`streams.topics` for topics created by this log; a topic that already
+    :mod:`kueuestream.streams.topics` for topics created by this log; a topic that already
     exists on disk keeps its own count. ``read_only=True`` opens without the
     writer lock and without repairing a torn tail (it is treated as the end), so
     a log can be inspected while its writer runs; it sees the records present
@@ -539,7 +539,7 @@ def _write_topic_meta(path: Path, partitions: int, *, fsync: bool) -> None:
 
 
 if TYPE_CHECKING:
-    from streams.log import Log
+    from kueuestream.streams.log import Log
 
     # mypy checks here that FileLog has every method of the Log protocol.
     _conforms: type[Log] = FileLog

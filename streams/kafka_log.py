@@ -1,9 +1,9 @@
-"""The Kafka :class:`~streams.log.Log` on aiokafka.
+"""The Kafka :class:`~kueuestream.streams.log.Log` on aiokafka.
 
 Appends go through one idempotent producer (``enable_idempotence=True``,
 ``acks="all"``): a retried send is never written twice and records of one
 partition keep their order. The partition of every record is chosen here with
-:func:`streams.topics.partition_for_key` and passed explicitly, so it never
+:func:`kueuestream.streams.topics.partition_for_key` and passed explicitly, so it never
 depends on a client's partitioner (which, for the standard ones, agrees anyway).
 
 Reads use a short-lived consumer without a group (assigned to one partition,
@@ -32,8 +32,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, for_code
 
-from streams.log import LogError, Position, Record, TopicMismatchError, UnknownTopicError
-from streams.topics import TOPIC_SPECS, partition_counts, partition_for_key, validate_topic_name
+from kueuestream.streams.log import LogError, Position, Record, TopicMismatchError, UnknownTopicError
+from kueuestream.streams.topics import TOPIC_SPECS, partition_counts, partition_for_key, validate_topic_name
 
 DEFAULT_PORT = 9092
 _TOPIC_ALREADY_EXISTS = 36
@@ -74,12 +74,12 @@ def parse_broker_url(url: str) -> list[str]:
 
 
 class KafkaLog:
-    """A :class:`~streams.log.Log` on a Kafka cluster.
+    """A :class:`~kueuestream.streams.log.Log` on a Kafka cluster.
 
     Clients start on first use (or with :meth:`start`); use ``async with`` or
     :meth:`close` to stop them. ``partitions`` overrides the default partition
-    counts of :mod:`streams.topics`; ``topic_configs`` adds Kafka topic configs
-    to the defaults of :data:`streams.topics.TOPICS` when creating topics.
+    counts of :mod:`kueuestream.streams.topics`; ``topic_configs`` adds Kafka topic configs
+    to the defaults of :data:`kueuestream.streams.topics.TOPICS` when creating topics.
     ``replication_factor`` must be explicit because aiokafka's CreateTopics
     request predates the broker-default value (-1).
     """
@@ -367,7 +367,7 @@ async def _stop(client: Any) -> None:
 
 
 if TYPE_CHECKING:
-    from streams.log import Log
+    from kueuestream.streams.log import Log
 
     # mypy checks here that KafkaLog has every method of the Log protocol.
     _conforms: type[Log] = KafkaLog

@@ -1,12 +1,12 @@
-"""The log interface both backends implement (:mod:`streams.file_log`, :mod:`streams.kafka_log`).
+"""The log interface both backends implement (:mod:`.file_log`, :mod:`.kafka_log`).
 
 A log is a set of topics, each split into a fixed number of partitions; every
 partition is an append-only sequence of ``(key, value)`` records numbered by
-offset. Keys and values are opaque bytes here: encoding is :mod:`streams.codec`'s
-job, and which partition a key goes to is :func:`streams.topics.partition_for_key`,
+offset. Keys and values are opaque bytes here: encoding is :mod:`kueuestream.streams.codec`'s
+job, and which partition a key goes to is :func:`kueuestream.streams.topics.partition_for_key`,
 the same for every backend.
 
-Topics in :data:`streams.topics.TOPICS` are created on first append with their
+Topics in :data:`kueuestream.streams.topics.TOPICS` are created on first append with their
 configured partition count; any other topic must be created with
 :meth:`Log.ensure_topic` first, so a typo cannot silently create a topic.
 """

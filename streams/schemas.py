@@ -1,6 +1,6 @@
-"""The records carried by the topics (see :mod:`streams.topics`).
+"""The records carried by the topics (see :mod:`kueuestream.streams.topics`).
 
-Every record is a frozen pydantic model encoded with :mod:`streams.codec`.
+Every record is a frozen pydantic model encoded with :mod:`kueuestream.streams.codec`.
 Unknown fields are refused rather than dropped, so a producer that writes a
 field nobody reads is caught instead of silently losing data. Integer fields
 are strict: ``"5"`` or ``5.0`` in a record is a producer bug, not a number.
@@ -18,8 +18,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
-from admission.events import Action, Decision, Event, EventType, ObjectRef
-from streams.codec import contains_float, normalize_manifest
+from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
+from kueuestream.streams.codec import contains_float, normalize_manifest
 
 # An offset, a timestamp or an index: a non-negative int, never a float or a string.
 NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
@@ -158,7 +158,7 @@ class Ref(_Record):
 class Cause(_Record):
     """The admission-log position of the input that produced a decision.
 
-    The shard names the partition (through :func:`streams.topics.partition_for_shard`)
+    The shard names the partition (through :func:`kueuestream.streams.topics.partition_for_shard`)
     and the offset the record in it, so a decision can always be traced back to,
     and recomputed from, its input.
     """

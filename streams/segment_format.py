@@ -1,4 +1,4 @@
-"""The on-disk format of a file-log segment (see :mod:`streams.file_log`).
+"""The on-disk format of a file-log segment (see :mod:`kueuestream.streams.file_log`).
 
 A segment is a sequence of batches, each framed as (big-endian)::
 
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streams.log import CorruptLogError, Record
+from kueuestream.streams.log import CorruptLogError, Record
 
 log = logging.getLogger(__name__)
 

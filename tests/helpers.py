@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
-from admission.api.config import Configuration
-from admission.engine import Engine
-from admission.events import Action, Decision, Event, EventType, ObjectRef
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.engine import Engine
+from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
 
 T0 = 1_700_000_000_000
 

@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from admission.quantity import (
+from kueuestream.admission.quantity import (
     Format,
     Quantity,
     QuantityError,

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict
 from pydantic.alias_generators import to_camel
 
-from admission.quantity import Quantity, QuantityError, parse_quantity
+from kueuestream.admission.quantity import Quantity, QuantityError, parse_quantity
 
 
 class ApiModel(BaseModel):

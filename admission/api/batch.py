@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from admission.api.base import ApiModel, Bool, Int, ObjectMeta, Str
-from admission.api.core import PodTemplateSpec
+from kueuestream.admission.api.base import ApiModel, Bool, Int, ObjectMeta, Str
+from kueuestream.admission.api.core import PodTemplateSpec
 
 
 class JobSpec(ApiModel):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from admission.api.base import ApiModel, Bool, ObjectMeta, Str
+from kueuestream.admission.api.base import ApiModel, Bool, ObjectMeta, Str
 
 PreemptionStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
 

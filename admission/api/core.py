@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from admission.api.base import ApiModel, Int, LabelSelector, ObjectMeta, ResourceList, Str
+from kueuestream.admission.api.base import ApiModel, Int, LabelSelector, ObjectMeta, ResourceList, Str
 
 
 class Toleration(ApiModel):

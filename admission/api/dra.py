@@ -12,7 +12,7 @@ shape of a device request:
 One model reads both shapes; :func:`is_flat` tells which one an object's
 apiVersion uses, and :meth:`ResourceClaimSpec.device_asks` turns a request list
 into the device asks admission counts, whatever the version. The checks that a
-request has a shape Kubernetes would accept are in ``admission.dra``.
+request has a shape Kubernetes would accept are in ``kueuestream.admission.dra``.
 
 ResourceSlices differ too (v1alpha3/v1beta1 wrap a device's fields in
 ``basic``), but admission only counts a slice's devices, which every version
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from admission.api.base import ApiModel, ObjectMeta, Str
+from kueuestream.admission.api.base import ApiModel, ObjectMeta, Str
 
 RESOURCE_GROUP = "resource.k8s.io"
 FLAT_VERSIONS = (f"{RESOURCE_GROUP}/v1alpha3", f"{RESOURCE_GROUP}/v1beta1")

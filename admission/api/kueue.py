@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator
 
-from admission.api.base import (
+from kueuestream.admission.api.base import (
     ApiModel,
     Bool,
     Int,
@@ -20,7 +20,7 @@ from admission.api.base import (
     QuantityValue,
     Str,
 )
-from admission.api.core import PodTemplateSpec, Taint, Toleration
+from kueuestream.admission.api.core import PodTemplateSpec, Taint, Toleration
 
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from admission.api.base import ApiModel, Int, ObjectMeta, Str
+from kueuestream.admission.api.base import ApiModel, Int, ObjectMeta, Str
 
 
 class PriorityClass(ApiModel):

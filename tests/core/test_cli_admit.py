@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agents.cli import main
+from kueuestream.agents.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "config" / "examples"

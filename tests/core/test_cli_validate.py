@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.cli import main
+from kueuestream.agents.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 

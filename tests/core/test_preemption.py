@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from admission.events import Action
+from kueuestream.admission.events import Action
 from tests.helpers import cluster_queue, flavor, run, workload
 
 CQ4 = "default: [{name: cpu, nominalQuota: 4}]"
@@ -152,8 +152,8 @@ def test_borrow_within_cohort_preempts_lower_priority_while_borrowing() -> None:
 
 def test_preemptor_waits_until_victims_release_quota() -> None:
     # Without the job controller stopping the victim, the preemptor stays pending.
-    from admission.engine import Engine
-    from admission.events import Event, EventType
+    from kueuestream.admission.engine import Engine
+    from kueuestream.admission.events import Event, EventType
     from tests.helpers import docs_of
 
     engine = Engine()

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
-from admission.api.config import Configuration
-from admission.decode import decode
-from admission.engine import Engine
-from admission.events import Event, EventType
-from admission.validation import config_warnings
-from agents.cli import main
-from agents.loader import load_paths
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.decode import decode
+from kueuestream.admission.engine import Engine
+from kueuestream.admission.events import Event, EventType
+from kueuestream.admission.validation import config_warnings
+from kueuestream.agents.cli.main import main
+from kueuestream.agents.sources.manifests import load_paths
 from tests.helpers import T0, Run, flavor, run, workload
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples" / "quota-check"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from admission.api.core import PodSpec
-from admission.requests import pod_requests, scale, without_prefixes
+from kueuestream.admission.api.core import PodSpec
+from kueuestream.admission.requests import pod_requests, scale, without_prefixes
 from tests.helpers import cluster_queue, flavor, run
 
 Gi = 2**30

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from admission.events import Action
+from kueuestream.admission.events import Action
 from tests.helpers import cluster_queue, flavor, run, workload
 
 ADMITTED_STATUS = """

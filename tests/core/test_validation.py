@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 import yaml
 
-from admission.api.config import Configuration
-from admission.decode import Decoded, decode
-from admission.validation import config_warnings
-from agents.loader import LoadedDoc
-from agents.validate import check_documents
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.decode import Decoded, decode
+from kueuestream.admission.validation import config_warnings
+from kueuestream.agents.sources.checks import check_documents
+from kueuestream.agents.sources.manifests import LoadedDoc
 
 V1B2 = "kueue.x-k8s.io/v1beta2"
 CONFIG_V1B1 = "config.kueue.x-k8s.io/v1beta1"

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from admission.engine import Engine
-from admission.events import Action, Decision, Event, EventType, ObjectRef
+from kueuestream.admission.engine import Engine
+from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
 from tests.helpers import tick_through_wakeups
 
 REPO = Path(__file__).resolve().parents[2]

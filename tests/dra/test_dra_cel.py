@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from admission.dra import required_drivers
+from kueuestream.admission.dra import required_drivers
 
 
 @pytest.mark.parametrize(

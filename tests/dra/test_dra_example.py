@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from admission.decode import decode
+from kueuestream.admission.decode import decode
 from tests.dra.drive import EXAMPLE_DIR, Drive, docs_of, job_name
 
 MSG_NO_GPU_QUOTA = (

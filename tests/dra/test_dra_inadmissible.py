@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from admission.engine import Engine
-from admission.events import Event, EventType
+from kueuestream.admission.engine import Engine
+from kueuestream.admission.events import Event, EventType
 from tests.dra.drive import (
     NS,
     Drive,

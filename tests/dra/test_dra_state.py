@@ -6,13 +6,13 @@ import itertools
 
 import yaml
 
-from admission.api.base import ApiModel
-from admission.api.config import Configuration
-from admission.api.kueue import Workload
-from admission.decode import decode
-from admission.dra import Counted, DraState
-from admission.errors import FieldError
-from admission.events import ObjectRef
+from kueuestream.admission.api.base import ApiModel
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.api.kueue import Workload
+from kueuestream.admission.decode import decode
+from kueuestream.admission.dra import Counted, DraState
+from kueuestream.admission.errors import FieldError
+from kueuestream.admission.events import ObjectRef
 from tests.dra.drive import NS, device_class, resource_slice, template, workload
 
 CONFIG = Configuration.model_validate(

@@ -7,10 +7,16 @@ from typing import Any
 import pytest
 import yaml
 
-from admission.api.config import Configuration
-from admission.api.dra import DeviceAsk, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
-from admission.decode import decode
-from admission.validation import validate_configuration
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.api.dra import (
+    DeviceAsk,
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
+from kueuestream.admission.decode import decode
+from kueuestream.admission.validation import validate_configuration
 
 
 def rct(requests: str, version: str = "v1beta1") -> dict[str, Any]:

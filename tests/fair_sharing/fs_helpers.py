@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from admission import drs
-from admission.engine import Engine
-from admission.events import Action, Decision, Event, EventType
+from kueuestream.admission import drs
+from kueuestream.admission.engine import Engine
+from kueuestream.admission.events import Action, Decision, Event, EventType
 from tests.helpers import tick_through_wakeups
 
 REPO = Path(__file__).resolve().parents[2]

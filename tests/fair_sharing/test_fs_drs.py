@@ -7,9 +7,9 @@ from fractions import Fraction
 
 import pytest
 
-from admission import drs
-from admission.decode import decode
-from admission.quota import FR, Quota, QuotaNode, compute_subtree_quotas
+from kueuestream.admission import drs
+from kueuestream.admission.decode import decode
+from kueuestream.admission.quota import FR, Quota, QuotaNode, compute_subtree_quotas
 
 GPU = "nvidia.com/gpu"
 

@@ -14,10 +14,10 @@ from fractions import Fraction
 
 import pytest
 
-from admission import drs
-from admission.fair_sharing import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
-from admission.preemption import Candidate, Preemptor
-from admission.records import Phase
+from kueuestream.admission import drs
+from kueuestream.admission.fair_sharing import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
+from kueuestream.admission.preemption import Candidate, Preemptor
+from kueuestream.admission.state import Phase
 from tests.fair_sharing.fs_helpers import (
     A10,
     GPU,

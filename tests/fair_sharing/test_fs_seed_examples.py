@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from admission import drs
-from agents.drs_command import rounded, run_drs
+from kueuestream.admission import drs
+from kueuestream.agents.cli.drs import rounded, run_drs
 from tests.fair_sharing.fs_helpers import EXAMPLES, GPU, load_yaml, run, strip_weights
 
 # example -> ({resource: (weighted ratio, unweighted ratio)}, dominant, unweighted dominant)
@@ -184,7 +184,7 @@ def test_drs_json_reproduces_the_seed(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_drs_json_numbers() -> None:
     report = team_report("example-a")
-    from agents.drs_command import json_node
+    from kueuestream.agents.cli.drs import json_node
 
     node = json_node(report)
     assert node["weightedShare"] == 0.444444

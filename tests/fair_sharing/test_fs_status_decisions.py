@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from admission.events import Action
+from kueuestream.admission.events import Action
 from tests.helpers import Run, run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples" / "drs"

@@ -6,10 +6,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from admission.events import Action
-from admission.quantity import parse_quantity, resource_value
-from streams import codec
-from streams.schemas import DecisionRecord
+from kueuestream.admission.events import Action
+from kueuestream.admission.quantity import parse_quantity, resource_value
+from kueuestream.streams import codec
+from kueuestream.streams.schemas import DecisionRecord
 
 FR = tuple[str, str]  # flavor, resource
 
@@ -54,7 +54,7 @@ class Limits:
             self.parent_of[name] = spec.get("parentName", "")
         if m["kind"] != "ClusterQueue":
             return
-        self.cohort_of[name] = spec.get("cohort", "")
+        self.cohort_of[name] = spec.get("cohortName", spec.get("cohort", ""))  # v1beta2, v1beta1
         self.nominal[name], self.borrowing[name] = {}, {}
         for group in spec.get("resourceGroups", []):
             for fl in group["flavors"]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agents.embedded_pipeline import EmbeddedPipeline
-from agents.memory_log import SyncLog
-from agents.records import decode_entry
-from agents.topic_names import TopicNames
-from streams import codec
-from streams.schemas import DecisionRecord, ErrorRecord, WatchEvent
+from kueuestream.agents.embedded.memory_log import SyncLog
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
+from kueuestream.agents.log_entries import decode_entry
+from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams import codec
+from kueuestream.streams.schemas import DecisionRecord, ErrorRecord, WatchEvent
 from tests.pipeline.checks import decode_all
 
 

@@ -16,13 +16,13 @@ from typing import Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from agents.publish import ensure_topics, send_watch
-from agents.records import decode_entry
-from agents.replay import Verdict, verify
-from agents.topic_names import TopicNames
-from streams.kafka_log import KafkaLog, parse_broker_url
-from streams.log import Record
-from streams.schemas import DecisionRecord
+from kueuestream.agents.audit.replay import Verdict, verify
+from kueuestream.agents.faust_worker.publish import ensure_topics, send_watch
+from kueuestream.agents.log_entries import decode_entry
+from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url
+from kueuestream.streams.log import Record
+from kueuestream.streams.schemas import DecisionRecord
 from tests.pipeline.checks import decode_all
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ class Workers:
             [
                 sys.executable,
                 "-m",
-                "agents.faust_app",
+                "kueuestream",
                 "worker",
                 "--broker",
                 self.broker,

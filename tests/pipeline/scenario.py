@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from admission.timefmt import rfc3339
-from agents.watch_events import as_batch, identify, listing_order, watch_event
-from streams.schemas import WatchEvent, WatchEventType
+from kueuestream.admission.timefmt import rfc3339
+from kueuestream.agents.sources.watch_events import as_batch, identify, listing_order, watch_event
+from kueuestream.streams.schemas import WatchEvent, WatchEventType
 
 T0 = 1_700_000_000_000
 NS = "team"

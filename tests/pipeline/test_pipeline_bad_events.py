@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agents.embedded_pipeline import EmbeddedPipeline
-from agents.memory_log import MemoryLog
-from streams import codec
-from streams.schemas import WatchEvent, WatchEventType
+from kueuestream.agents.embedded.memory_log import MemoryLog
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
+from kueuestream.streams import codec
+from kueuestream.streams.schemas import WatchEvent, WatchEventType
 from tests.pipeline import scenario as sc
 from tests.pipeline.embedded_run import decisions, errors, run_steps
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from streams.topics import TOPICS
+from kueuestream.streams.topics import TOPICS
 
 REPO = Path(__file__).resolve().parents[2]
 

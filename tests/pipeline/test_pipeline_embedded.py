@@ -9,11 +9,11 @@ import orjson
 import pytest
 import yaml
 
-from agents.embedded import admit_documents, run_source
-from agents.embedded_pipeline import EmbeddedPipeline
-from agents.memory_log import MemoryLog
-from agents.topic_names import TopicNames
-from streams.file_log import FileLog
+from kueuestream.agents.embedded.memory_log import MemoryLog
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
+from kueuestream.agents.embedded.runtime import admit_documents, run_source
+from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams.file_log import FileLog
 from tests.helpers import T0, cluster_queue, docs_of, flavor, run, workload
 from tests.pipeline import scenario as sc
 from tests.pipeline.checks import Limits, assert_exactly_once, check_limits

@@ -8,13 +8,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agents.embedded_pipeline import EmbeddedPipeline
-from agents.handlers import AdmissionHandler
-from agents.memory_log import MemoryLog
-from agents.replay import replay
-from agents.routing import UNROUTED
-from streams.file_log import FileLog
-from streams.schemas import WatchEventType
+from kueuestream.agents.admission import AdmissionHandler
+from kueuestream.agents.audit.replay import replay
+from kueuestream.agents.embedded.memory_log import MemoryLog
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
+from kueuestream.agents.ingest_routing import UNROUTED
+from kueuestream.streams.file_log import FileLog
+from kueuestream.streams.schemas import WatchEventType
 from tests.pipeline import scenario as sc
 from tests.pipeline.checks import FR, Limits, UsageTracker, assert_exactly_once, usage_of
 from tests.pipeline.embedded_run import decisions, run_steps

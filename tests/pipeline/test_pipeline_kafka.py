@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from agents.embedded_pipeline import EmbeddedPipeline
-from agents.loader import load_paths
-from agents.memory_log import MemoryLog
-from agents.publish import send_watch
-from agents.replay import export_log, import_log, replay
-from agents.topic_names import TopicNames
-from agents.watch_events import listing_events
-from streams import codec
-from streams.kafka_log import KafkaLog
-from streams.schemas import ErrorRecord, WatchEvent
+from kueuestream.agents.audit.replay import replay
+from kueuestream.agents.audit.transfer import export_log, import_log
+from kueuestream.agents.embedded.memory_log import MemoryLog
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
+from kueuestream.agents.faust_worker.publish import send_watch
+from kueuestream.agents.sources.manifests import load_paths
+from kueuestream.agents.sources.watch_events import listing_events
+from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams import codec
+from kueuestream.streams.kafka_log import KafkaLog
+from kueuestream.streams.schemas import ErrorRecord, WatchEvent
 from tests.pipeline import scenario as sc
 from tests.pipeline.embedded_run import raw_topic
 from tests.pipeline.kafka_run import REPO, TopicReader, Workers, read_topic, total, wait_for_count, wait_until

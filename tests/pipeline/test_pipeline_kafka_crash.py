@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.handlers import AdmissionHandler
-from agents.records import decode_entry
-from streams import codec
-from streams.kafka_log import KafkaLog
+from kueuestream.agents.admission import AdmissionHandler
+from kueuestream.agents.log_entries import decode_entry
+from kueuestream.streams import codec
+from kueuestream.streams.kafka_log import KafkaLog
 from tests.pipeline import scenario as sc
 from tests.pipeline.checks import Limits, assert_exactly_once, check_limits, decode_all
 from tests.pipeline.kafka_run import Workers, read_topic, stream_with_a_kill

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from agents.embedded_pipeline import EmbeddedPipeline
-from agents.records import decode_entry, encode_entry
-from agents.replay import replay
-from streams.file_log import FileLog
+from kueuestream.agents.audit.replay import replay
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
+from kueuestream.agents.log_entries import decode_entry, encode_entry
+from kueuestream.streams.file_log import FileLog
 from tests.pipeline import scenario as sc
 from tests.pipeline.embedded_run import run_steps
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agents.sim_generator import GeneratorError, build_scenario, load_generator
-from agents.sim_pipeline import EmbeddedSimPipeline
-from agents.simulate import run_scenario
-from agents.simulate_command import run_simulate
+from kueuestream.agents.cli.simulate import run_simulate
+from kueuestream.agents.simulator.generator import GeneratorError, build_scenario, load_generator
+from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline
+from kueuestream.agents.simulator.scenario_run import run_scenario
 
-SCENARIOS = Path(__file__).resolve().parents[3] / "shared" / "scenarios" / "kueue-perf"
+SCENARIOS = Path(__file__).resolve().parents[2] / "config" / "simulator" / "kueue-perf"
 
 TWO_JOBS = """
 cohorts:
@@ -137,7 +137,7 @@ def test_two_configurations_side_by_side(tmp_path: Path) -> None:
 
 
 def test_the_simulation_log_replays_decision_for_decision(tmp_path: Path) -> None:
-    from agents.replay import replay
+    from kueuestream.agents.audit.replay import replay
 
     generator = _write(
         tmp_path,

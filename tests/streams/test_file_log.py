@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.file_log import FileLog, LogLockedError, ReadOnlyLogError
-from streams.log import (
+from kueuestream.streams.file_log import FileLog, LogLockedError, ReadOnlyLogError
+from kueuestream.streams.log import (
     CorruptLogError,
     LogClosedError,
     Position,
@@ -18,7 +18,7 @@ from streams.log import (
     TopicMismatchError,
     UnknownTopicError,
 )
-from streams.topics import ADMISSION, ERRORS, partition_for_key
+from kueuestream.streams.topics import ADMISSION, ERRORS, partition_for_key
 
 TOPIC = "test.topic"
 
@@ -268,7 +268,7 @@ def test_speed_100k_records(tmp_path: Path) -> None:
 
 WRITER = """
 import sys
-from streams.file_log import FileLog
+from kueuestream.streams.file_log import FileLog
 
 with FileLog(sys.argv[1]) as log:
     log.ensure_topic_sync("test.topic", 2)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from streams.file_log import FileLog
-from streams.kafka_log import KafkaLog, parse_broker_url
-from streams.log import Record, TopicMismatchError, UnknownTopicError
-from streams.replay_io import copy_topic, export_topics, import_topics
-from streams.topics import partition_for_key
+from kueuestream.streams.file_log import FileLog
+from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url
+from kueuestream.streams.log import Record, TopicMismatchError, UnknownTopicError
+from kueuestream.streams.topic_copy import copy_topic, export_topics, import_topics
+from kueuestream.streams.topics import partition_for_key
 
 SHARDS = [f"cohort:root-{i}" for i in range(12)] + ["cq:solo", "cq:batch"]
 

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from streams.codec import encode
-from streams.file_log import FileLog
-from streams.log import LogError
-from streams.replay_io import DestinationNotEmptyError, copy_topic, export_topics, import_topics
-from streams.schemas import AdmissionRecord, SourceRef
-from streams.topics import ADMISSION, DECISIONS, admission_key
+from kueuestream.streams.codec import encode
+from kueuestream.streams.file_log import FileLog
+from kueuestream.streams.log import LogError
+from kueuestream.streams.schemas import AdmissionRecord, SourceRef
+from kueuestream.streams.topic_copy import DestinationNotEmptyError, copy_topic, export_topics, import_topics
+from kueuestream.streams.topics import ADMISSION, DECISIONS, admission_key
 
 SHARDS = ["cohort:root-a", "cohort:team", "cq:solo", "cohort:ml", "cq:batch"]
 

@@ -2,8 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from streams.codec import DecodeError, EncodeError, decode, encode, encode_json, normalize_manifest
-from streams.schemas import Cause, DecisionRecord, Ref, WatchEvent
+from kueuestream.streams.codec import (
+    DecodeError,
+    EncodeError,
+    decode,
+    encode,
+    encode_json,
+    normalize_manifest,
+)
+from kueuestream.streams.schemas import Cause, DecisionRecord, Ref, WatchEvent
 
 
 def test_normalize_manifest_turns_floats_into_shortest_text() -> None:

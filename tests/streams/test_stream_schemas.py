@@ -5,9 +5,9 @@ from typing import Any
 import pydantic
 import pytest
 
-from admission.events import Action, Decision, Event, EventType, ObjectRef
-from streams.codec import decode, encode
-from streams.schemas import (
+from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
+from kueuestream.streams.codec import decode, encode
+from kueuestream.streams.schemas import (
     MAX_RAW_CHARS,
     AdmissionRecord,
     AppliedRecord,

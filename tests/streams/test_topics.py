@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from streams import topics
-from streams.topics import (
+from kueuestream.streams import topics
+from kueuestream.streams.topics import (
     BROADCAST,
     murmur2,
     partition_for_key,

@@ -1,0 +1,71 @@
+"""What the engine remembers about each ClusterQueue and Workload."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from kueuestream.admission.api.kueue import ClusterQueue, Workload
+from kueuestream.admission.assignment import PodSetAssignment, PodSetRequest, QueueView
+from kueuestream.admission.events import Action
+from kueuestream.admission.queues import OrderKey, PendingQueue, WorkloadKey
+from kueuestream.admission.quota import FR, QuotaNode
+from kueuestream.admission.status import Conditions
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    ADMITTED = "Admitted"
+    FINISHED = "Finished"
+
+
+@dataclass(slots=True)
+class ClusterQueueRecord:
+    obj: ClusterQueue
+    node: QuotaNode
+    view: QueueView
+    queue: PendingQueue
+    # Why no workload can be admitted here at all, or "" when active.
+    inactive_reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.obj.metadata.name
+
+
+@dataclass(slots=True)
+class WorkloadRecord:
+    key: WorkloadKey
+    obj: Workload
+    manifest: dict[str, Any]
+    created_ms: int
+    priority: int
+    conditions: Conditions
+    phase: Phase = Phase.PENDING
+    # Requests per pod set, or the reason they cannot be counted.
+    pod_sets: list[PodSetRequest] | None = None
+    requests_problem: str = ""
+    requests_generation: int = -1
+    # Workloads with equal keys are interchangeable for scheduling (see queues.py).
+    equivalence: Hashable = ()
+    # Where it waits or runs.
+    cluster_queue: str = ""
+    # Admission.
+    assignment: list[PodSetAssignment] = field(default_factory=list)
+    usage: dict[FR, int] = field(default_factory=dict)
+    reserved_ms: int = 0
+    evicting: bool = False
+    # Sorted first in its queue while its preemptions complete.
+    sticky: bool = False
+    # What the last decision about it said, to emit only changes.
+    last_status: dict[str, Any] | None = None
+    last_action: Action = Action.PENDING
+
+    @property
+    def active(self) -> bool:
+        return self.obj.spec.active
+
+    def order_key(self) -> OrderKey:
+        return (not self.sticky, -self.priority, self.created_ms, self.key[0], self.key[1])

@@ -1,0 +1,1 @@
+"""The ``kueuestream`` command line: one module per command, :mod:`.main` puts them together."""

@@ -1,0 +1,32 @@
+"""The ``kueuestream`` command line: every command's module registers its own sub-parser."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kueuestream.agents.cli import admit, drs, publish, replay, run, simulate, transfer, validate, worker
+
+COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kueuestream",
+        description="Kueue-compatible quota and admission control plane, as an event-sourced pipeline.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""``kueuestream worker --broker kafka://HOST:PORT``: a Faust worker; any number share the shards."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("worker", help="a Faust worker on Kafka; any number share the shards")
+    p.add_argument("--broker", required=True, metavar="kafka://HOST:PORT")
+    p.add_argument("--app-id", default="kueuestream")
+    p.add_argument("--topic-prefix", default="")
+    p.add_argument("--datadir", default=None, help="Faust's local state directory")
+    p.add_argument("--loglevel", default="warning", help="Faust's log level (debug, info, warning, error)")
+    p.add_argument(
+        "--no-clock",
+        action="store_true",
+        help="write no clock ticks: time moves only with the events the sources write",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kueuestream.agents.faust_worker.app import run_worker
+
+    return run_worker(
+        args.broker,
+        app_id=args.app_id,
+        prefix=args.topic_prefix,
+        datadir=args.datadir,
+        loglevel=args.loglevel,
+        clock=not args.no_clock,
+    )

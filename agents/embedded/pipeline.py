@@ -1,0 +1,213 @@
+"""The embedded runtime's engine room: the three agents in one process over one log.
+
+Processing is sequential and in a fixed order, so a run is a pure function of
+the watch log: each watch event goes through ingest, then every admission
+partition is drained in partition order (again, until the records the agents
+appended themselves are drained too), each decision being applied as soon as
+it is written, before the next watch event.
+
+Restart. Nothing but the log is kept: on start every topic is read again from
+offset 0 through fresh handlers, which rebuilds the routing tables and the
+engines exactly. What the handlers produce again and is already in the log is
+not appended twice (admission records are recognised by their origin,
+decisions by their count per partition, errors by their source), so a crash at
+any point neither loses nor duplicates a record: whatever was cut off is
+produced again and appended, the rest is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kueuestream.agents.admission import AdmissionHandler
+from kueuestream.agents.applier import read_decision
+from kueuestream.agents.embedded.memory_log import SyncLog
+from kueuestream.agents.embedded.status_files import StatusDirectory
+from kueuestream.agents.ingest import IngestHandler
+from kueuestream.agents.log_entries import CLOCK_TICK, batch_marker, decode_entry
+from kueuestream.agents.outputs import Out, Role, empty_tables
+from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams import codec
+from kueuestream.streams.codec import DecodeError
+from kueuestream.streams.schemas import DecisionRecord, ErrorRecord, WatchEvent
+
+DecisionHook = Callable[[DecisionRecord], None]
+ErrorHook = Callable[[ErrorRecord], None]
+
+
+@dataclass(slots=True)
+class PumpStats:
+    watch_events: int = 0
+    admission_records: int = 0
+    decisions: int = 0  # newly written
+    errors: int = 0  # newly written
+
+
+class EmbeddedPipeline:
+    def __init__(
+        self,
+        log: SyncLog,
+        *,
+        names: TopicNames | None = None,
+        status: StatusDirectory | None = None,
+        on_decision: DecisionHook | None = None,
+        on_error: ErrorHook | None = None,
+        job_controller: bool = True,
+    ) -> None:
+        self.log = log
+        self.names = names or TopicNames()
+        self.status = status
+        self.on_decision = on_decision
+        self.on_error = on_error
+        n = self.names
+        log.ensure_topic_sync(n.watch, 1)
+        self.partitions = log.ensure_topic_sync(n.admission)
+        # Decisions of admission partition p go to decisions partition p (see kueuestream.agents.outputs).
+        log.ensure_topic_sync(n.decisions, self.partitions)
+        log.ensure_topic_sync(n.errors)
+        self.ingest = IngestHandler(empty_tables(), partitions=self.partitions, watch_topic=n.watch)
+        self.admission = AdmissionHandler(
+            partitions=self.partitions, admission_topic=n.admission, job_controller=job_controller
+        )
+        self.watch_cursor = 0
+        self.cursors = [0] * self.partitions
+        self.stats = PumpStats()
+        self._scan_existing()
+
+    # --- what the log already holds ------------------------------------------------
+
+    def _scan_existing(self) -> None:
+        n = self.names
+        # (partition, origin stream) -> the last origin already written there.
+        self._last_origin: dict[tuple[int, str], tuple[int, int]] = {}
+        for p in range(self.partitions):
+            for record in self.log.read_sync(n.admission, p):
+                try:
+                    origin = decode_entry(record.value).origin
+                except DecodeError:
+                    continue
+                key = (p, origin.stream)
+                self._last_origin[key] = max(self._last_origin.get(key, (-1, -1)), origin.key())
+        # Decisions produced again before reaching these counts are already written.
+        self._skip_decisions = dict(self.log.end_offsets_sync(n.decisions))
+        self._errors_seen: set[tuple[str, str]] = set()
+        for record in self.log.read_sync(n.errors, 0):
+            try:
+                error = codec.decode(record.value, ErrorRecord)
+            except DecodeError:
+                continue
+            self._errors_seen.add((str(error.source), error.error))
+
+    # --- input ---------------------------------------------------------------------
+
+    def submit(self, events: Sequence[WatchEvent]) -> None:
+        self.submit_raw([codec.encode(e) for e in events])
+
+    def submit_raw(self, values: Sequence[bytes]) -> None:
+        """Watch events as bytes, as a producer would send them (malformed ones included)."""
+        if values:
+            self.log.append_many_sync(self.names.watch, [(b"", v) for v in values], partition=0)
+
+    def record_errors(self, errors: Sequence[ErrorRecord]) -> None:
+        """Errors found before anything reached the log (a file that is not YAML)."""
+        self._write([Out(Role.ERRORS, 0, str(e.source).encode(), codec.encode(e)) for e in errors])
+
+    # --- processing ----------------------------------------------------------------
+
+    def pump(self) -> PumpStats:
+        """Process everything submitted so far, to quiescence.
+
+        One watch event at a time, each drained before the next: then where the
+        agents' own records land depends on the watch log alone, not on how
+        events were submitted, and a restart rebuilds the very same log.
+        """
+        n = self.names
+        self._drain_admission()
+        for record in self.log.read_sync(n.watch, 0, self.watch_cursor):
+            self._write(self.ingest.handle(record.offset, record.value))
+            self.watch_cursor = record.offset + 1
+            self.stats.watch_events += 1
+            self._drain_admission()
+        return self.stats
+
+    def _drain_admission(self) -> bool:
+        n = self.names
+        progressed = False
+        while True:
+            round_progress = False
+            for p in range(self.partitions):
+                outs: list[Out] = []
+                for record in self.log.read_sync(n.admission, p, self.cursors[p]):
+                    outs += self.admission.handle(p, record.offset, record.value)
+                    self.cursors[p] = record.offset + 1
+                    self.stats.admission_records += 1
+                    round_progress = True
+                self._write(outs)
+            if not round_progress:
+                return progressed
+            progressed = True
+
+    # --- output --------------------------------------------------------------------
+
+    def _write(self, outs: list[Out]) -> None:
+        n = self.names
+        admission: list[Out] = []
+        decisions: dict[int, list[Out]] = {}
+        errors: list[Out] = []
+        for out in outs:
+            if out.role == Role.ADMISSION:
+                assert out.origin is not None
+                key = (out.partition, out.origin.stream)
+                last = self._last_origin.get(key)
+                if last is not None and out.origin.key() <= last:
+                    continue
+                self._last_origin[key] = out.origin.key()
+                admission.append(out)
+            elif out.role == Role.DECISIONS:
+                decisions.setdefault(out.partition, []).append(out)
+            elif out.role == Role.ERRORS:
+                error = codec.decode(out.value, ErrorRecord)
+                seen = (str(error.source), error.error)
+                if seen not in self._errors_seen:
+                    self._errors_seen.add(seen)
+                    errors.append(out)
+        for p in sorted({o.partition for o in admission}):
+            self.log.append_many_sync(
+                n.admission, [(o.key, o.value) for o in admission if o.partition == p], partition=p
+            )
+        for p, items in sorted(decisions.items()):
+            skip = min(self._skip_decisions.get(p, 0), len(items))
+            self._skip_decisions[p] = self._skip_decisions.get(p, 0) - skip
+            fresh = items[skip:]
+            if fresh:
+                self.log.append_many_sync(n.decisions, [(o.key, o.value) for o in fresh], partition=p)
+            for i, out in enumerate(items):
+                decision = read_decision(out.value)
+                if self.status is not None:
+                    self.status.apply(decision)
+                if i >= skip:
+                    self.stats.decisions += 1
+                    if self.on_decision is not None:
+                        self.on_decision(decision)
+        if errors:
+            self.log.append_many_sync(n.errors, [(o.key, o.value) for o in errors], partition=0)
+            for out in errors:
+                self.stats.errors += 1
+                if self.on_error is not None:
+                    self.on_error(codec.decode(out.value, ErrorRecord))
+
+    def next_wakeup_ms(self) -> int | None:
+        return self.admission.next_wakeup_ms()
+
+    def advance_clock(self, until_ms: int | None = None, cluster: str = "local") -> None:
+        """Tick the clock at every time an engine asked for, up to ``until_ms`` (all when None).
+
+        The ticks are watch events like any other, so a replay sees the same clock.
+        """
+        while (due := self.next_wakeup_ms()) is not None and (until_ms is None or due <= until_ms):
+            self.submit([batch_marker(CLOCK_TICK, cluster, due)])
+            self.pump()
+
+    def close(self) -> None:
+        self.log.close_sync()

@@ -1,0 +1,1 @@
+"""The Kafka runtime: the agents hosted by Faust workers, and publishing manifests to Kafka."""

@@ -1,0 +1,1 @@
+"""Kueue's scheduler-performance scenarios run through the pipeline in virtual time."""

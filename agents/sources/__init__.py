@@ -1,0 +1,1 @@
+"""Where watch events come from: manifest files and folders, read and checked."""
