@@ -81,6 +81,7 @@ async def test_controller_context_has_no_rights_until_granted(kube_config: str) 
             await core.list_namespace(_request_timeout=TIMEOUT)
     # 403, not 401: the token is valid, RBAC says no.
     assert denied.value.status == 403
+    assert denied.value.body is not None
     status = json.loads(denied.value.body)
     assert status["reason"] == "Forbidden"
     assert 'User "kueuestream-controller" cannot list resource "namespaces"' in status["message"]
