@@ -116,6 +116,8 @@ built() {  # built DIR STAMP BINARY...
     for bin in "$@"; do [[ -x "$bin" ]] || return 1; done
     [[ "$(cat "$dir/.stamp" 2>/dev/null)" == "$want" ]]
 }
+etcd_built() { built "$ETCD_DIR" "$(stamp "etcd-$ETCD_VERSION" "$ETCD_VERSION")" "$ETCD_BIN" "$ETCDCTL_BIN"; }
+apiserver_built() { built "$KAS_DIR" "$(stamp "kube-apiserver-$K8S_VERSION" "$K8S_VERSION")" "$KAS_BIN"; }
 
 # With a checked-in go.sum every module of the build is checked against it, and
 # -mod=readonly fails loudly on any drift instead of resolving something new.
@@ -134,9 +136,7 @@ pin_hint() {  # pin_hint MODFLAG SRC_DIR PIN_NAME
 }
 
 build_etcd() {
-    local want
-    want="$(stamp "etcd-$ETCD_VERSION" "$ETCD_VERSION")"
-    if built "$ETCD_DIR" "$want" "$ETCD_BIN" "$ETCDCTL_BIN"; then
+    if etcd_built; then
         log "etcd $ETCD_VERSION already built ($ETCD_DIR)"
         return 0
     fi
@@ -167,7 +167,7 @@ EOF
         rm -rf "$out"
         die "building etcd $ETCD_VERSION failed"
     fi
-    echo "$want" >"$out/.stamp"
+    stamp "etcd-$ETCD_VERSION" "$ETCD_VERSION" >"$out/.stamp"
     rm -rf "$ETCD_DIR"
     mv "$out" "$ETCD_DIR"
     pin_hint "$modflag" "$src" "etcd-$ETCD_VERSION"
@@ -199,9 +199,7 @@ write_apiserver_module() {  # write_apiserver_module SRC_DIR
 }
 
 build_apiserver() {
-    local want
-    want="$(stamp "kube-apiserver-$K8S_VERSION" "$K8S_VERSION")"
-    if built "$KAS_DIR" "$want" "$KAS_BIN"; then
+    if apiserver_built; then
         log "kube-apiserver $K8S_VERSION already built ($KAS_DIR)"
         return 0
     fi
@@ -223,7 +221,7 @@ build_apiserver() {
         rm -rf "$out"
         die "building kube-apiserver $K8S_VERSION failed"
     fi
-    echo "$want" >"$out/.stamp"
+    stamp "kube-apiserver-$K8S_VERSION" "$K8S_VERSION" >"$out/.stamp"
     rm -rf "$KAS_DIR"
     mv "$out" "$KAS_DIR"
     pin_hint "$modflag" "$src" "kube-apiserver-$K8S_VERSION"
@@ -590,7 +588,7 @@ cmd_start() {
         return 0
     fi
     need curl openssl
-    cmd_build
+    if ! etcd_built || ! apiserver_built; then cmd_build; fi
     clean_state
     rm -rf "$LOGS"
     mkdir -p "$LOGS"
