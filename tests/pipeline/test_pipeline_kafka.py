@@ -28,10 +28,12 @@ from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.schemas import ErrorRecord, WatchEvent
 from tests.pipeline import scenario as sc
 from tests.pipeline.embedded_run import raw_topic
-from tests.pipeline.kafka_run import REPO, TopicReader, Workers, read_topic, total, wait_for_count, wait_until
+from tests.pipeline.kafka_run import TopicReader, read_topic, total, wait_for_count, wait_until, worker_group
 from tests.pipeline.test_pipeline_bad_events import bad_watch_values
 
 pytestmark = pytest.mark.kafka
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 
 Steps = Sequence[Sequence[bytes]]
 
@@ -81,7 +83,7 @@ async def kafka_topics(broker: str, names: TopicNames) -> dict[str, list[list[by
 
 def assert_same_as_embedded(broker: str, tmp_path: Path, workers: int, steps: Steps, tag: str = "") -> None:
     log, ends, counts = embedded(steps)
-    with Workers(broker, tmp_path, workers, tag=tag) as w:
+    with worker_group(broker, tmp_path, workers, tag=tag) as w:
         asyncio.run(through_kafka(broker, w.names, steps, ends, counts))
         got = asyncio.run(kafka_topics(broker, w.names))
     want = {topic: raw_topic(log, topic) for topic in got}
@@ -101,7 +103,7 @@ def test_a_workload_stream_decides_the_same_with_1_and_3_workers(
 def test_the_examples_decide_the_same_with_3_workers(
     kafka_bootstrap: str, tmp_path: Path, example: str
 ) -> None:
-    loaded = load_paths([str(REPO / "config" / "examples" / example)])
+    loaded = load_paths([str(EXAMPLES / example)])
     events, problems = listing_events([d.manifest for d in loaded.docs], sc.T0)
     assert not problems and not loaded.errors
     assert_same_as_embedded(
@@ -116,7 +118,7 @@ def test_bad_events_are_recorded_and_skipped_on_kafka(kafka_bootstrap: str, tmp_
     after.event(sc.workload("good", "lq-solo", 2))
     steps = [*encoded(stream.steps), bad_watch_values(), *encoded(after.steps)]
     log, ends, counts = embedded(steps)
-    with Workers(kafka_bootstrap, tmp_path, 1) as w:
+    with worker_group(kafka_bootstrap, tmp_path, 1) as w:
         asyncio.run(through_kafka(kafka_bootstrap, w.names, steps, ends, counts))
 
         async def errors() -> list[ErrorRecord]:
@@ -136,7 +138,7 @@ def test_export_import_and_replay_of_a_kafka_log(kafka_bootstrap: str, tmp_path:
     stream = sc.workload_stream(15, seed=4)
     steps = encoded(stream.steps)
     _, ends, counts = embedded(steps)
-    with Workers(kafka_bootstrap, tmp_path, 1) as w:
+    with worker_group(kafka_bootstrap, tmp_path, 1) as w:
         asyncio.run(through_kafka(kafka_bootstrap, w.names, steps, ends, counts))
     out = io.StringIO()
     # Replay straight from Kafka...

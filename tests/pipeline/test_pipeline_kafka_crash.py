@@ -22,7 +22,7 @@ from kueuestream.streams import codec
 from kueuestream.streams.kafka_log import KafkaLog
 from tests.pipeline import scenario as sc
 from tests.pipeline.checks import Limits, assert_exactly_once, check_limits, decode_all
-from tests.pipeline.kafka_run import Workers, read_topic, stream_with_a_kill
+from tests.pipeline.kafka_run import read_topic, stream_with_a_kill, worker_group
 
 pytestmark = pytest.mark.kafka
 
@@ -49,7 +49,7 @@ def test_a_worker_killed_mid_stream_loses_and_repeats_nothing(kafka_bootstrap: s
             done = sc.workload(f"wl-{i - 6:03d}", queues[(i - 6) % 4], 1 + (i - 6) % 4, priority=(i - 6) % 3)
             stream.event(sc.finished(done), sc.WatchEventType.MODIFIED)
     events = [codec.encode(e) for e in stream.events()]
-    with Workers(kafka_bootstrap, tmp_path, 2) as w:
+    with worker_group(kafka_bootstrap, tmp_path, 2) as w:
         verdict, admission = asyncio.run(
             stream_with_a_kill(kafka_bootstrap, w, events, kill_at=len(events) // 3)
         )
@@ -94,7 +94,7 @@ def test_cluster_queues_moving_between_trees_on_three_workers(kafka_bootstrap: s
     )
 
     events = [codec.encode(e) for e in moving_stream(60).events()]
-    with Workers(kafka_bootstrap, tmp_path, 3) as w:
+    with worker_group(kafka_bootstrap, tmp_path, 3) as w:
         verdict, admission = asyncio.run(stream_with_a_kill(kafka_bootstrap, w, events))
 
         async def decisions() -> list[list]:
