@@ -24,55 +24,27 @@ from kueuestream.agents.simulator.generator import PlannedWorkload, QueueInfo, S
 from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline
 from kueuestream.agents.simulator.scenario_run import run_scenario
 from kueuestream.agents.simulator.summary import Recorder
+from tests.helpers import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 
 HOUR_MS = 3_600_000
 
 
-def _queue(name: str, quotas: list[dict[str, Any]], covered: list[str]) -> list[dict[str, Any]]:
+def _queue(name: str, quotas: dict[str, str]) -> list[dict[str, Any]]:
+    """Flavor ``default``; a BestEffortFIFO ClusterQueue ``name`` with ``quotas`` in it; namespace
+    ``name`` and its LocalQueue ``name``."""
+    groups = [(list(quotas), [("default", quotas)])]
     return [
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": name},
-            "spec": {
-                "namespaceSelector": {},
-                "queueingStrategy": "BestEffortFIFO",
-                "resourceGroups": [
-                    {"coveredResources": covered, "flavors": [{"name": "default", "resources": quotas}]}
-                ],
-            },
-        },
+        flavor_manifest("default"),
+        cluster_queue_manifest(name, groups, spec={"queueingStrategy": "BestEffortFIFO"}),
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": name},
-            "spec": {"clusterQueue": name},
-        },
+        local_queue_manifest(name, name, name),
     ]
 
 
 def _workload(
     queue: str, name: str, cls: str, created_ms: int, runtime_ms: int, requests: dict[str, str]
 ) -> PlannedWorkload:
-    manifest = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": queue},
-        "spec": {
-            "queueName": queue,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {
-                        "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}
-                    },
-                }
-            ],
-        },
-    }
+    manifest = workload_manifest(name, queue, requests, namespace=queue, priority=None, created=None)
     return PlannedWorkload(queue, name, cls, queue, created_ms, runtime_ms, manifest)
 
 
@@ -83,8 +55,7 @@ def _cycles(pipeline: EmbeddedSimPipeline) -> int:
 
 def gpu_wall(gpu_workloads: int, cpu_workloads: int) -> None:
     q = "gpu-team"
-    quotas = [{"name": "cpu", "nominalQuota": "100000"}, {"name": "nvidia.com/gpu", "nominalQuota": "8"}]
-    objects = _queue(q, quotas, ["cpu", "nvidia.com/gpu"])
+    objects = _queue(q, {"cpu": "100000", "nvidia.com/gpu": "8"})
     gpu = {"cpu": "1", "nvidia.com/gpu": "1"}
     workloads = [_workload(q, f"running-{i}", "running", 0, HOUR_MS, gpu) for i in range(8)]
     # The GPU jobs queue first (1 ms), the CPU-only jobs behind them (2 ms).
@@ -120,7 +91,7 @@ def gpu_wall(gpu_workloads: int, cpu_workloads: int) -> None:
 
 def fitting_queue(count: int) -> None:
     q = "roomy"
-    objects = _queue(q, [{"name": "cpu", "nominalQuota": str(count)}], ["cpu"])
+    objects = _queue(q, {"cpu": str(count)})
     workloads = [_workload(q, f"wl-{i:04d}", "fits", 1, HOUR_MS, {"cpu": "1"}) for i in range(count)]
     scenario = Scenario(objects, [QueueInfo(q, "cq", "", count * 1000)], workloads)
 

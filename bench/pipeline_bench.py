@@ -46,84 +46,33 @@ from kueuestream.streams import codec  # noqa: E402
 from kueuestream.streams.file_log import FileLog  # noqa: E402
 from kueuestream.streams.kafka_log import KafkaLog  # noqa: E402
 from kueuestream.streams.schemas import DecisionRecord, WatchEvent, WatchEventType  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    T0,
+    cpu_queue,
+    cpu_workload,
+    finished_workload,
+    flavor_manifest,
+    local_queue_manifest,
+)
 from tests.pipeline.kafka_run import TopicReader  # noqa: E402
 
-T0 = 1_700_000_000_000
 NS = "bench"
 
 
-def _cq(name: str, cohort: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "cohort": cohort,
-            "namespaceSelector": {},
-            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu"],
-                    "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 8}]}],
-                }
-            ],
-        },
-    }
-
-
 def cluster() -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [
-        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
-    ]
+    out: list[dict[str, Any]] = [flavor_manifest("default")]
     for c in range(4):
         for q in range(4):
             name = f"cq-{c}-{q}"
-            out.append(_cq(name, f"cohort-{c}"))
-            out.append(
-                {
-                    "apiVersion": "kueue.x-k8s.io/v1beta1",
-                    "kind": "LocalQueue",
-                    "metadata": {"name": f"lq-{c}-{q}", "namespace": NS},
-                    "spec": {"clusterQueue": name},
-                }
-            )
+            out.append(cpu_queue(name, 8, f"cohort-{c}"))
+            out.append(local_queue_manifest(f"lq-{c}-{q}", name, NS))
     return out
 
 
 def workload(i: int, rng: random.Random) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "Workload",
-        "metadata": {"name": f"wl-{i:06d}", "namespace": NS, "creationTimestamp": "2024-01-01T00:00:00Z"},
-        "spec": {
-            "queueName": f"lq-{rng.randrange(4)}-{rng.randrange(4)}",
-            "priority": rng.choice((0, 0, 5)),
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {"name": "c", "resources": {"requests": {"cpu": str(rng.randint(1, 4))}}}
-                            ]
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
-def finished(manifest: dict[str, Any]) -> dict[str, Any]:
-    cond = {
-        "type": "Finished",
-        "status": "True",
-        "reason": "Succeeded",
-        "message": "done",
-        "lastTransitionTime": "2024-01-01T00:00:00Z",
-    }
-    return {**manifest, "status": {"conditions": [cond]}}
+    queue = f"lq-{rng.randrange(4)}-{rng.randrange(4)}"
+    priority = rng.choice((0, 0, 5))
+    return cpu_workload(f"wl-{i:06d}", queue, rng.randint(1, 4), priority=priority, namespace=NS)
 
 
 def event(manifest: dict[str, Any], type_: WatchEventType, ts: int) -> WatchEvent:
@@ -151,7 +100,7 @@ def stream(n: int, seed: int = 1) -> list[tuple[str, WatchEvent]]:
         live.append(wl)
         if len(live) > 16 and len(out) < n:
             done = live.pop(0)
-            out.append(("", event(finished(done), WatchEventType.MODIFIED, ts)))
+            out.append(("", event(finished_workload(done), WatchEventType.MODIFIED, ts)))
     return out
 
 

@@ -16,12 +16,10 @@ import yaml
 
 from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.decode import decode
-from kueuestream.admission.engine import Engine
-from kueuestream.admission.events import Event, EventType
 from kueuestream.admission.validation import config_warnings
 from kueuestream.agents.cli.main import main
 from kueuestream.agents.sources.manifests import load_paths
-from tests.helpers import T0, Run, flavor, run, workload
+from tests.helpers import configuration_manifest, flavor, run, run_manifests, workload
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples" / "quota-check"
 ONLY_DECLARED = EXAMPLES / "only-declared"
@@ -40,24 +38,10 @@ def manifests(folder: Path) -> list[Any]:
     return [doc.manifest for doc in loaded.docs]
 
 
-def run_manifests(docs: list[Any]) -> Run:
-    r = Run(Engine())
-    for i, doc in enumerate(docs):
-        r.apply(Event(EventType.UPSERT, T0, manifest=doc, batch=i < len(docs) - 1))
-    return r
-
-
 def with_config(folder: Path, resources: dict[str, Any], gates: dict[str, bool] | None = None) -> list[Any]:
     """The example's objects under another Configuration."""
     docs = [d for d in manifests(folder) if d.get("kind") != "Configuration"]
-    cfg: dict[str, Any] = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "resources": resources,
-    }
-    if gates is not None:
-        cfg["featureGates"] = gates
-    return [cfg, *docs]
+    return [configuration_manifest(resources=resources, gates=gates), *docs]
 
 
 def cluster_queue_of(folder: Path) -> dict[str, Any]:
@@ -388,15 +372,5 @@ def test_switching_the_configuration_reevaluates_pending_workloads() -> None:
     r = run_manifests(docs)
     assert r.pending_message(WORKLOAD) == CPU_UNAVAILABLE
     r.tick()
-    r.apply(
-        Event(
-            EventType.UPSERT,
-            r.time_ms,
-            manifest={
-                "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-                "kind": "Configuration",
-                "resources": {"quotaCheck": "OnlyDeclared"},
-            },
-        )
-    )
+    r.load_manifests([configuration_manifest(resources={"quotaCheck": "OnlyDeclared"})])
     assert r.admitted() == [WORKLOAD]

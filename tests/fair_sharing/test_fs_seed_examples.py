@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
 from kueuestream.admission import drs
 from kueuestream.agents.cli.drs import rounded, run_drs
-from tests.fair_sharing.fs_helpers import EXAMPLES, GPU, load_yaml, run, strip_weights
+from tests.helpers import GPU, load_yaml, run_manifests, strip_weights
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples" / "drs"
 
 # example -> ({resource: (weighted ratio, unweighted ratio)}, dominant, unweighted dominant)
 SEED = {
@@ -74,7 +77,7 @@ def example_docs(name: str, weighted: bool = True) -> list[dict[str, object]]:
 
 
 def team_report(name: str, weighted: bool = True) -> drs.NodeReport:
-    r = run(example_docs(name, weighted))
+    r = run_manifests(example_docs(name, weighted))
     weights = drs.flavor_weights(r.engine.flavors)
     return drs.explain(r.engine.cqs[f"{name}-team"].node, weights)
 
@@ -123,7 +126,7 @@ def test_equal_gpu_weights_cancel() -> None:
     for doc in docs:
         if doc["metadata"]["name"] == "a10-spot":  # type: ignore[index]
             doc["spec"]["resourceWeights"][GPU] = "8"  # type: ignore[index]
-    r = run(docs)
+    r = run_manifests(docs)
     report = drs.explain(r.engine.cqs["example-a-team"].node, drs.flavor_weights(r.engine.flavors))
     gpu = next(res for res in report.resources if res.resource == GPU)
     assert gpu.ratio == gpu.unweighted_ratio == Fraction(1, 11)
@@ -131,7 +134,7 @@ def test_equal_gpu_weights_cancel() -> None:
 
 
 def test_the_lenders_and_the_root_cohorts_have_share_zero() -> None:
-    r = run(load_yaml(*sorted(EXAMPLES.glob("*.yaml"))))
+    r = run_manifests(load_yaml(*sorted(EXAMPLES.glob("*.yaml"))))
     statuses = r.statuses()
     assert statuses == {
         ("ClusterQueue", "example-a-lender"): 0,

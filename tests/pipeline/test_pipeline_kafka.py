@@ -26,10 +26,11 @@ from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.schemas import ErrorRecord, WatchEvent
-from tests.pipeline import scenario as sc
+from tests.helpers import T0, cpu_workload, two_trees
 from tests.pipeline.embedded_run import raw_topic
 from tests.pipeline.kafka_run import TopicReader, read_topic, total, wait_for_count, wait_until, worker_group
 from tests.pipeline.test_pipeline_bad_events import bad_watch_values
+from tests.pipeline.watch_streams import Stream, workload_stream
 
 pytestmark = pytest.mark.kafka
 
@@ -95,7 +96,7 @@ def assert_same_as_embedded(broker: str, tmp_path: Path, workers: int, steps: St
 def test_a_workload_stream_decides_the_same_with_1_and_3_workers(
     kafka_bootstrap: str, tmp_path: Path, workers: int
 ) -> None:
-    stream = sc.workload_stream(24, seed=21)
+    stream = workload_stream(24, seed=21)
     assert_same_as_embedded(kafka_bootstrap, tmp_path, workers, encoded(stream.steps))
 
 
@@ -104,7 +105,7 @@ def test_the_examples_decide_the_same_with_3_workers(
     kafka_bootstrap: str, tmp_path: Path, example: str
 ) -> None:
     loaded = load_paths([str(EXAMPLES / example)])
-    events, problems = listing_events([d.manifest for d in loaded.docs], sc.T0)
+    events, problems = listing_events([d.manifest for d in loaded.docs], T0)
     assert not problems and not loaded.errors
     assert_same_as_embedded(
         kafka_bootstrap, tmp_path, 3, [[codec.encode(e) for e in events]], tag=example[:3]
@@ -112,10 +113,10 @@ def test_the_examples_decide_the_same_with_3_workers(
 
 
 def test_bad_events_are_recorded_and_skipped_on_kafka(kafka_bootstrap: str, tmp_path: Path) -> None:
-    stream = sc.Stream()
-    stream.listing(sc.two_trees())
-    after = sc.Stream(time_ms=sc.T0 + 10_000)
-    after.event(sc.workload("good", "lq-solo", 2))
+    stream = Stream()
+    stream.listing(two_trees())
+    after = Stream(time_ms=T0 + 10_000)
+    after.event(cpu_workload("good", "lq-solo", 2))
     steps = [*encoded(stream.steps), bad_watch_values(), *encoded(after.steps)]
     log, ends, counts = embedded(steps)
     with worker_group(kafka_bootstrap, tmp_path, 1) as w:
@@ -135,7 +136,7 @@ def test_bad_events_are_recorded_and_skipped_on_kafka(kafka_bootstrap: str, tmp_
 
 
 def test_export_import_and_replay_of_a_kafka_log(kafka_bootstrap: str, tmp_path: Path) -> None:
-    stream = sc.workload_stream(15, seed=4)
+    stream = workload_stream(15, seed=4)
     steps = encoded(stream.steps)
     _, ends, counts = embedded(steps)
     with worker_group(kafka_bootstrap, tmp_path, 1) as w:

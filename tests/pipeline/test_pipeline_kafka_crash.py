@@ -20,9 +20,19 @@ from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.log_entries import decode_entry
 from kueuestream.streams import codec
 from kueuestream.streams.kafka_log import KafkaLog
-from tests.pipeline import scenario as sc
+from kueuestream.streams.schemas import WatchEventType
+from tests.helpers import (
+    NS,
+    cpu_queue,
+    cpu_workload,
+    finished_workload,
+    flavor_manifest,
+    local_queue_manifest,
+    moving_cluster,
+)
 from tests.pipeline.checks import Limits, assert_exactly_once, check_limits, decode_all
 from tests.pipeline.kafka_run import read_topic, stream_with_a_kill, worker_group
+from tests.pipeline.watch_streams import Stream
 
 pytestmark = pytest.mark.kafka
 
@@ -30,24 +40,24 @@ pytestmark = pytest.mark.kafka
 def borrowing_cluster() -> list[dict]:
     """Two trees whose queues borrow from each other, so preemption and reclaim happen."""
     return [
-        sc.flavor("default"),
-        sc.cluster_queue("a1", 6, "a"),
-        sc.cluster_queue("a2", 6, "a"),
-        sc.cluster_queue("b1", 8, "b"),
-        sc.cluster_queue("b2", 4, "b", borrowing=2),
-        *(sc.local_queue(f"lq-{q}", q) for q in ("a1", "a2", "b1", "b2")),
+        flavor_manifest("default"),
+        cpu_queue("a1", 6, "a"),
+        cpu_queue("a2", 6, "a"),
+        cpu_queue("b1", 8, "b"),
+        cpu_queue("b2", 4, "b", borrowing=2),
+        *(local_queue_manifest(f"lq-{q}", q, NS) for q in ("a1", "a2", "b1", "b2")),
     ]
 
 
 def test_a_worker_killed_mid_stream_loses_and_repeats_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
-    stream = sc.Stream()
+    stream = Stream()
     stream.listing(borrowing_cluster())
     queues = ("lq-a1", "lq-a2", "lq-b1", "lq-b2")
     for i in range(120):
-        stream.event(sc.workload(f"wl-{i:03d}", queues[i % 4], 1 + i % 4, priority=i % 3, created_s=i))
+        stream.event(cpu_workload(f"wl-{i:03d}", queues[i % 4], 1 + i % 4, priority=i % 3, created_s=i))
         if i >= 6 and i % 2 == 0:
-            done = sc.workload(f"wl-{i - 6:03d}", queues[(i - 6) % 4], 1 + (i - 6) % 4, priority=(i - 6) % 3)
-            stream.event(sc.finished(done), sc.WatchEventType.MODIFIED)
+            done = cpu_workload(f"wl-{i - 6:03d}", queues[(i - 6) % 4], 1 + (i - 6) % 4, priority=(i - 6) % 3)
+            stream.event(finished_workload(done), WatchEventType.MODIFIED)
     events = [codec.encode(e) for e in stream.events()]
     with worker_group(kafka_bootstrap, tmp_path, 2) as w:
         verdict, admission = asyncio.run(
@@ -89,7 +99,6 @@ def test_cluster_queues_moving_between_trees_on_three_workers(kafka_bootstrap: s
         assert_admitted_once,
         assert_usage_consistent,
         holders,
-        moving_cluster,
         moving_stream,
     )
 
