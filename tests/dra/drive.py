@@ -80,6 +80,13 @@ class Drive:
         return {str(d.ref): d.message for d in self.decisions if d.action == Action.REJECTED}
 
 
+def drive(*parts: str) -> Drive:
+    """A Drive that has loaded the YAML ``parts`` as one batch."""
+    d = Drive()
+    d.load("".join(parts))
+    return d
+
+
 def job_name(drive: Drive, job: str) -> str:
     names = [n for n in drive.workloads() if n.startswith(f"job-{job}-")]
     assert len(names) == 1, names

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Event, EventType
-from tests.dra.drive import Drive
+from tests.dra.drive import drive
 from tests.helpers import NS, claim_template, docs_of, dra_configuration, dra_queue, dra_workload
 
 GPU_CONFIG = dra_configuration({"gpus": ["gpu.example.com"]})
 QUOTA = {"gpus": 10}
 ONE_GPU = "- {name: gpu, deviceClassName: gpu.example.com}"
-
-
-def drive(*parts: str) -> Drive:
-    d = Drive()
-    d.load("".join(parts))
-    return d
 
 
 def test_direct_resource_claim_is_inadmissible() -> None:
