@@ -15,6 +15,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kueuestream.agents.simulator.generator import PlannedWorkload, QueueInfo, Scenario
 from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline
-from kueuestream.agents.simulator.scenario_run import run_scenario
+from kueuestream.agents.simulator.scenario_run import SimResult, run_scenario
 from kueuestream.agents.simulator.summary import Recorder
 from tests.helpers import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 
@@ -48,9 +49,17 @@ def _workload(
     return PlannedWorkload(queue, name, cls, queue, created_ms, runtime_ms, manifest)
 
 
-def _cycles(pipeline: EmbeddedSimPipeline) -> int:
-    states = pipeline.pipeline.admission.states
-    return sum(s.engine.cycles for p in sorted(states) for s in states[p].shards.values())
+def _run(scenario: Scenario, stop_when: Callable[[Recorder], bool]) -> tuple[SimResult, float, int]:
+    """The scenario run through the embedded pipeline until ``stop_when``: its result, the wall
+    time in seconds, and the scheduling cycles of every shard."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pipeline = EmbeddedSimPipeline(Path(tmp) / "log")
+        started = time.perf_counter()
+        result = run_scenario(scenario, pipeline, stop_when=stop_when)
+        wall = time.perf_counter() - started
+        states = pipeline.pipeline.admission.states
+        cycles = sum(s.engine.cycles for p in sorted(states) for s in states[p].shards.values())
+    return result, wall, cycles
 
 
 def gpu_wall(gpu_workloads: int, cpu_workloads: int) -> None:
@@ -72,12 +81,7 @@ def gpu_wall(gpu_workloads: int, cpu_workloads: int) -> None:
             return True
         return False
 
-    with tempfile.TemporaryDirectory() as tmp:
-        pipeline = EmbeddedSimPipeline(Path(tmp) / "log")
-        started = time.perf_counter()
-        result = run_scenario(scenario, pipeline, stop_when=all_cpu_admitted)
-        wall = time.perf_counter() - started
-        cycles = _cycles(pipeline)
+    result, wall, cycles = _run(scenario, all_cpu_admitted)
     print(
         f"(a) GPU quota saturated (8 of 8), {gpu_workloads:,} GPU workloads queued ahead of "
         f"{cpu_workloads:,} CPU workloads, BestEffortFIFO"
@@ -98,12 +102,7 @@ def fitting_queue(count: int) -> None:
     def all_admitted(rec: Recorder) -> bool:
         return len(rec.workloads) == count and all(w.admitted for w in rec.workloads.values())
 
-    with tempfile.TemporaryDirectory() as tmp:
-        pipeline = EmbeddedSimPipeline(Path(tmp) / "log")
-        started = time.perf_counter()
-        result = run_scenario(scenario, pipeline, stop_when=all_admitted)
-        wall = time.perf_counter() - started
-        cycles = _cycles(pipeline)
+    result, wall, cycles = _run(scenario, all_admitted)
     latest = max(w.time_to_admit_ms for w in result.recorder.workloads.values())
     print(f"(b) one ClusterQueue, {count} pending workloads that all fit")
     print(

@@ -43,6 +43,32 @@ RECLAIM = {"reclaimWithinCohort": "Any"}
 H100_ONLY = {"accelerator": "nvidia-h100"}
 
 
+def lab(
+    strategies: list[str] | None, weighted: bool, *, lender_h100: int, p_spot: int, t_h100: dict[str, int]
+) -> list[Manifest]:
+    """Cohort ``lab`` of the two scenarios below: the lender has ``lender_h100`` h100 and 100
+    a10-spot, p (reclaiming) and t 10 h100 each. p runs 10 h100 and borrows ``p_spot`` a10-spot;
+    t runs the workloads of ``t_h100`` (name: h100 GPUs), admitted 10 minutes apart in that
+    order. p-new asks for 5 h100."""
+    docs = [
+        fair_sharing_config(strategies),
+        *gpu_flavors(weighted=True),
+        gpu_queue("lender", "lab", {H100: lender_h100, A10: 100}),
+        gpu_queue("p", "lab", {H100: 10, A10: 0}, RECLAIM),
+        gpu_queue("t", "lab", {H100: 10}),
+        local_queue_manifest("p", "p"),
+        local_queue_manifest("t", "t"),
+        admitted_workload("p-h100", "p", {GPU: (H100, 10)}),
+        admitted_workload("p-spot", "p", {GPU: (A10, p_spot)}),
+        *(
+            admitted_workload(name, "t", {GPU: (H100, gpus)}, reserved=f"2026-01-01T09:{10 * i:02d}:00Z")
+            for i, (name, gpus) in enumerate(t_h100.items())
+        ),
+        workload_manifest("p-new", "p", {GPU: "5"}, selector=H100_ONLY),
+    ]
+    return docs if weighted else strip_weights(docs)
+
+
 def final_share_scenario(strategies: list[str] | None, weighted: bool) -> list[Manifest]:
     """Where rule S2-a (LessThanOrEqualToFinalShare) decides.
 
@@ -61,22 +87,7 @@ def final_share_scenario(strategies: list[str] | None, weighted: bool) -> list[M
     S2-a unweighted: 0.321 > 0.107 (t-mid: the same; t-big: t's share 0): no victim.
     S2-b unweighted: 0.321 is not < 0.143 either.
     """
-    docs = [
-        fair_sharing_config(strategies),
-        *gpu_flavors(weighted=True),
-        gpu_queue("lender", "lab", {H100: 20, A10: 100}),
-        gpu_queue("p", "lab", {H100: 10, A10: 0}, RECLAIM),
-        gpu_queue("t", "lab", {H100: 10}),
-        local_queue_manifest("p", "p"),
-        local_queue_manifest("t", "t"),
-        admitted_workload("p-h100", "p", {GPU: (H100, 10)}),
-        admitted_workload("p-spot", "p", {GPU: (A10, 40)}),
-        admitted_workload("t-big", "t", {GPU: (H100, 20)}, reserved="2026-01-01T09:00:00Z"),
-        admitted_workload("t-mid", "t", {GPU: (H100, 5)}, reserved="2026-01-01T09:10:00Z"),
-        admitted_workload("t-new", "t", {GPU: (H100, 5)}, reserved="2026-01-01T09:20:00Z"),
-        workload_manifest("p-new", "p", {GPU: "5"}, selector=H100_ONLY),
-    ]
-    return docs if weighted else strip_weights(docs)
+    return lab(strategies, weighted, lender_h100=20, p_spot=40, t_h100={"t-big": 20, "t-mid": 5, "t-new": 5})
 
 
 def initial_share_scenario(strategies: list[str] | None, weighted: bool) -> list[Manifest]:
@@ -95,21 +106,7 @@ def initial_share_scenario(strategies: list[str] | None, weighted: bool) -> list
     S2-b weighted: 0.176 < 0.235, so t-new (the first candidate) goes.
     S2-b unweighted: 0.192 is not < 0.077: no victim.
     """
-    docs = [
-        fair_sharing_config(strategies),
-        *gpu_flavors(weighted=True),
-        gpu_queue("lender", "lab", {H100: 10, A10: 100}),
-        gpu_queue("p", "lab", {H100: 10, A10: 0}, RECLAIM),
-        gpu_queue("t", "lab", {H100: 10}),
-        local_queue_manifest("p", "p"),
-        local_queue_manifest("t", "t"),
-        admitted_workload("p-h100", "p", {GPU: (H100, 10)}),
-        admitted_workload("p-spot", "p", {GPU: (A10, 20)}),
-        admitted_workload("t-old", "t", {GPU: (H100, 10)}, reserved="2026-01-01T09:00:00Z"),
-        admitted_workload("t-new", "t", {GPU: (H100, 10)}, reserved="2026-01-01T09:10:00Z"),
-        workload_manifest("p-new", "p", {GPU: "5"}, selector=H100_ONLY),
-    ]
-    return docs if weighted else strip_weights(docs)
+    return lab(strategies, weighted, lender_h100=10, p_spot=20, t_h100={"t-old": 10, "t-new": 10})
 
 
 # ------------------------------------------------------ LessThanOrEqualToFinalShare

@@ -36,8 +36,10 @@ async def read_topic(kafka: KafkaLog, topic: str) -> list[list[Record]]:
     return [[r async for r in kafka.read(topic, p)] for p in range(count)]
 
 
-async def read_decisions(kafka: KafkaLog, names: TopicNames) -> list[list[DecisionRecord]]:
-    return [decode_all(r.value for r in part) for part in await read_topic(kafka, names.decisions)]
+async def decisions_of(broker: str, names: TopicNames) -> list[list[DecisionRecord]]:
+    """Every decision written to ``names.decisions`` so far, per partition."""
+    async with KafkaLog(broker) as kafka:
+        return [decode_all(r.value for r in part) for part in await read_topic(kafka, names.decisions)]
 
 
 async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = TIMEOUT) -> None:

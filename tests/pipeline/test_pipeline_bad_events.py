@@ -4,47 +4,9 @@ from __future__ import annotations
 
 from kueuestream.agents.embedded.memory_log import MemoryLog
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
-from kueuestream.streams import codec
-from kueuestream.streams.schemas import WatchEvent, WatchEventType
-from tests.helpers import NS, T0, cpu_workload, two_trees
+from tests.helpers import T0, cpu_workload, two_trees
 from tests.pipeline.embedded_run import decisions, errors, run_steps
-from tests.pipeline.watch_streams import Stream
-
-
-def bad_watch_values() -> list[bytes]:
-    """Malformed JSON, an unknown kind, an invalid Workload, a watch event missing its object."""
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": NS}}
-    invalid = cpu_workload("broken", "lq-solo", 1)
-    invalid["spec"]["podSets"][0]["count"] = "three"
-    return [
-        b'{"cluster": "local", "kind": ',
-        codec.encode(
-            WatchEvent(
-                cluster="local",
-                kind="Service",
-                apiVersion="v1",
-                namespace=NS,
-                name="web",
-                type=WatchEventType.ADDED,
-                object=service,
-                timestamp=T0 + 5000,
-            )
-        ),
-        codec.encode(
-            WatchEvent(
-                cluster="local",
-                kind="Workload",
-                apiVersion="kueue.x-k8s.io/v1beta1",
-                namespace=NS,
-                name="broken",
-                type=WatchEventType.ADDED,
-                object=invalid,
-                timestamp=T0 + 5000,
-            )
-        ),
-        b'{"cluster":"local","kind":"Workload","apiVersion":"kueue.x-k8s.io/v1beta1","name":"x",'
-        b'"type":"ADDED","timestamp":1}',
-    ]
+from tests.pipeline.watch_streams import Stream, bad_watch_values
 
 
 def test_bad_events_are_recorded_and_skipped() -> None:

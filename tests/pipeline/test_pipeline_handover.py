@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import io
-import itertools
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.audit.replay import replay
 from kueuestream.agents.embedded.memory_log import MemoryLog
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
@@ -17,7 +14,6 @@ from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.schemas import WatchEventType
 from tests.helpers import (
     NS,
-    cohort_manifest,
     cpu_queue,
     cpu_workload,
     finished_workload,
@@ -25,38 +21,18 @@ from tests.helpers import (
     local_queue_manifest,
     moving_cluster,
 )
-from tests.pipeline.checks import FR, Limits, UsageTracker, assert_exactly_once, usage_of
+from tests.pipeline.checks import (
+    Limits,
+    UsageTracker,
+    assert_admitted_once,
+    assert_exactly_once,
+    assert_usage_consistent,
+    engines,
+    holders,
+    usage_of,
+)
 from tests.pipeline.embedded_run import decisions, run_steps
-from tests.pipeline.watch_streams import Stream
-
-
-def engines(pipeline: EmbeddedPipeline | AdmissionHandler) -> dict[str, Any]:
-    handler = pipeline.admission if isinstance(pipeline, EmbeddedPipeline) else pipeline
-    states = [handler.states[p] for p in sorted(handler.states)]
-    return {shard: st.engine for state in states for shard, st in state.shards.items()}
-
-
-def holders(pipeline: EmbeddedPipeline | AdmissionHandler) -> Counter[tuple[str, str]]:
-    """How many shards hold each Workload: it must be exactly one."""
-    return Counter(key for engine in engines(pipeline).values() for key in engine.workloads)
-
-
-def assert_usage_consistent(pipeline: EmbeddedPipeline | AdmissionHandler) -> dict[str, dict[FR, int]]:
-    """Every ClusterQueue is in one shard, and its usage is its admitted Workloads' usage."""
-    seen: dict[str, str] = {}
-    usage: dict[str, dict[FR, int]] = {}
-    for shard, engine in engines(pipeline).items():
-        for name, cq in engine.cqs.items():
-            assert name not in seen, f"ClusterQueue {name} in {seen[name]} and {shard}"
-            seen[name] = shard
-            expected: dict[FR, int] = {}
-            for rec in engine.workloads.values():
-                if rec.phase.value == "Admitted" and rec.cluster_queue == name:
-                    for fr, amount in rec.usage.items():
-                        expected[fr] = expected.get(fr, 0) + amount
-            assert {fr: a for fr, a in cq.node.usage.items() if a} == expected, name
-            usage[name] = expected
-    return usage
+from tests.pipeline.watch_streams import Stream, moving_stream
 
 
 def test_a_workload_before_its_queues_waits_unrouted_then_is_admitted() -> None:
@@ -103,39 +79,6 @@ def test_a_moved_cluster_queue_keeps_its_admitted_usage_exactly_once() -> None:
     run_steps(pipeline, more.steps)
     last = {d.ref.name: d for part in decisions(pipeline.log) for d in part}
     assert last["w2"].action.value == "Admitted" and last["w1"].action.value == "Finished"
-
-
-def moving_stream(n: int = 90) -> Stream:
-    """Workloads flowing while a2 moves to tree b, tree b moves under a, and both move back."""
-    stream = Stream()
-    stream.listing(moving_cluster())
-    queues = ("lq-a1", "lq-a2", "lq-b1")
-    for i in range(n):
-        stream.event(cpu_workload(f"wl-{i:03d}", queues[i % 3], 1 + i % 3, priority=i % 4, created_s=i))
-        if i >= 4:
-            done = cpu_workload(f"wl-{i - 4:03d}", queues[(i - 4) % 3], 1 + (i - 4) % 3, priority=(i - 4) % 4)
-            stream.event(finished_workload(done), WatchEventType.MODIFIED)
-        if i == n // 3:
-            stream.event(cpu_queue("a2", 6, "b", borrowing=0), WatchEventType.MODIFIED)
-        if i == n // 2:
-            # The whole tree b (with a2 in it now) moves under a.
-            stream.event(cohort_manifest("b", parent="a"), WatchEventType.MODIFIED)
-        if i == 3 * n // 4:
-            stream.event(cohort_manifest("b"), WatchEventType.MODIFIED)
-            stream.event(cpu_queue("a2", 6, "a", borrowing=0), WatchEventType.MODIFIED)
-    return stream
-
-
-def assert_admitted_once(parts: list[list[Any]]) -> None:
-    """A Workload admitted once stays admitted across moves: never admitted again unless requeued."""
-    actions: dict[str, list[str]] = {}
-    for part in parts:
-        for d in part:
-            actions.setdefault(d.ref.name, []).append(d.action.value)
-    for name, seq in actions.items():
-        admitted = [i for i, a in enumerate(seq) if a == "Admitted"]
-        for first, second in itertools.pairwise(admitted):
-            assert "Requeued" in seq[first:second], f"{name} admitted twice: {seq}"
 
 
 def test_cluster_queues_moving_between_trees_while_workloads_flow(tmp_path: Path) -> None:

@@ -29,8 +29,7 @@ from kueuestream.streams.schemas import ErrorRecord, WatchEvent
 from tests.helpers import T0, cpu_workload, two_trees
 from tests.pipeline.embedded_run import raw_topic
 from tests.pipeline.kafka_run import TopicReader, read_topic, total, wait_for_count, wait_until, worker_group
-from tests.pipeline.test_pipeline_bad_events import bad_watch_values
-from tests.pipeline.watch_streams import Stream, workload_stream
+from tests.pipeline.watch_streams import Stream, bad_watch_values, workload_stream
 
 pytestmark = pytest.mark.kafka
 

@@ -11,7 +11,6 @@ limits after each one.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ import pytest
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.log_entries import decode_entry
 from kueuestream.streams import codec
-from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.schemas import WatchEventType
 from tests.helpers import (
     NS,
@@ -30,9 +28,16 @@ from tests.helpers import (
     local_queue_manifest,
     moving_cluster,
 )
-from tests.pipeline.checks import Limits, assert_exactly_once, check_limits, decode_all
-from tests.pipeline.kafka_run import read_topic, stream_with_a_kill, worker_group
-from tests.pipeline.watch_streams import Stream
+from tests.pipeline.checks import (
+    Limits,
+    assert_admitted_once,
+    assert_exactly_once,
+    assert_usage_consistent,
+    check_limits,
+    holders,
+)
+from tests.pipeline.kafka_run import decisions_of, stream_with_a_kill, worker_group
+from tests.pipeline.watch_streams import Stream, moving_stream
 
 pytestmark = pytest.mark.kafka
 
@@ -63,28 +68,13 @@ def test_a_worker_killed_mid_stream_loses_and_repeats_nothing(kafka_bootstrap: s
         verdict, admission = asyncio.run(
             stream_with_a_kill(kafka_bootstrap, w, events, kill_at=len(events) // 3)
         )
-
-        async def decisions() -> list[list]:
-            async with KafkaLog(kafka_bootstrap) as kafka:
-                return [
-                    decode_all(r.value for r in part) for part in await read_topic(kafka, w.names.decisions)
-                ]
-
-        parts = asyncio.run(decisions())
+        parts = asyncio.run(decisions_of(kafka_bootstrap, w.names))
         assert w.starts[0] == 2
     assert verdict.decisions == sum(len(p) for p in parts) > 150
     assert_exactly_once(parts)
     tracker = check_limits(Limits.of(borrowing_cluster()), parts)
     assert tracker.checked == verdict.decisions
-    # Admitted at most once per admission: never again unless it was requeued in between.
-    seq: dict[str, list[str]] = {}
-    for part in parts:
-        for d in part:
-            seq.setdefault(d.ref.name, []).append(d.action.value)
-    for name, actions in seq.items():
-        admitted = [i for i, a in enumerate(actions) if a == "Admitted"]
-        for first, second in itertools.pairwise(admitted):
-            assert "Requeued" in actions[first:second], f"{name} admitted twice: {actions}"
+    assert_admitted_once(parts)
     # Every Workload made it into exactly one engine (queued ones may have no decision yet).
     handler = AdmissionHandler(partitions=len(admission), admission_topic="kueue.admission")
     for p, records in enumerate(admission):
@@ -95,24 +85,10 @@ def test_a_worker_killed_mid_stream_loses_and_repeats_nothing(kafka_bootstrap: s
 
 def test_cluster_queues_moving_between_trees_on_three_workers(kafka_bootstrap: str, tmp_path: Path) -> None:
     """The handover test of the embedded runtime, on Kafka, with three workers and no pause between events."""
-    from tests.pipeline.test_pipeline_handover import (
-        assert_admitted_once,
-        assert_usage_consistent,
-        holders,
-        moving_stream,
-    )
-
     events = [codec.encode(e) for e in moving_stream(60).events()]
     with worker_group(kafka_bootstrap, tmp_path, 3) as w:
         verdict, admission = asyncio.run(stream_with_a_kill(kafka_bootstrap, w, events))
-
-        async def decisions() -> list[list]:
-            async with KafkaLog(kafka_bootstrap) as kafka:
-                return [
-                    decode_all(r.value for r in part) for part in await read_topic(kafka, w.names.decisions)
-                ]
-
-        parts = asyncio.run(decisions())
+        parts = asyncio.run(decisions_of(kafka_bootstrap, w.names))
     assert_exactly_once(parts)
     assert_admitted_once(parts)
     # Rebuild the shards from the Kafka log: after every record, no ClusterQueue holds more than
