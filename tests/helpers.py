@@ -1,11 +1,11 @@
 """Kueue manifests for the tests and benchmarks, and the pure engine driven with them.
 
-Every builder of test objects lives here, in one of two forms:
+The manifest builders the tests and benchmarks share, in one of two forms:
 
 - YAML text (``flavor``, ``cluster_queue``, ``workload`` and the DRA builders), for
   tests that read like the manifests a user writes; they are joined with ``+`` and
-  loaded with :meth:`Run.load`. Their ``*_extra`` arguments are YAML lines, put in
-  as they are.
+  loaded with :meth:`Run.load` (the DRA tests: ``tests.dra.drive.Drive.load``). Their
+  ``*_extra`` arguments are YAML lines, put in as they are.
 - dicts (``*_manifest`` and the shortcuts built on them), for tests that compute
   their objects, change them, or send them as watch events; loaded with
   :meth:`Run.load_manifests` or :func:`run_manifests`.
