@@ -93,12 +93,22 @@ def run_source(
     def show(line: str) -> None:
         print(line, file=stream, flush=True)
 
+    def warn(line: str) -> None:
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+
+    for lost in log.cut_on_open:
+        warn(
+            f"the log lost records: {lost}; those offsets are never used again, what the source "
+            "still holds is read again, and `kueuestream replay` reports the loss"
+        )
     pipeline = EmbeddedPipeline(
         log,
         status=status,
         on_decision=lambda d: show(describe_decision(d)),
         on_error=lambda e: show(describe_error(e)),
     )
+    for note in pipeline.skipped:
+        warn(f"the log lost records its agents had processed: {note}")
     try:
         # Rebuild the state from the log (and finish anything a crash cut short).
         pipeline.pump()
