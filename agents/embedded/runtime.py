@@ -61,6 +61,10 @@ def describe_error(e: ErrorRecord) -> str:
     )
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
 def run_source(
     source_dir: str,
     status_dir: str | None = None,
@@ -73,7 +77,8 @@ def run_source(
     """``kueuestream run --source DIR``: admit continuously from a folder; 0 on a clean stop.
 
     The log goes to ``log_dir`` (default ``./.kueuestream``), Workload status to
-    ``status_dir`` (default ``<log_dir>/status``). With ``once`` the current
+    ``status_dir`` (default ``<log_dir>/status``); neither is ever read as part
+    of the source, and a source inside either is refused. With ``once`` the current
     contents are processed and the run ends; otherwise the folder is watched
     until interrupted.
     """
@@ -83,12 +88,21 @@ def run_source(
         print(f"error: --source {source_dir}: not a directory", file=sys.stderr)
         return 2
     log_path = Path(log_dir) if log_dir else DEFAULT_DIRECTORY
+    status_path = Path(status_dir) if status_dir else log_path / STATUS_SUBDIRECTORY
+    for what, written in (("the log folder", log_path), ("the status folder", status_path)):
+        if _inside(source, written):
+            print(
+                f"error: --source {source_dir} is inside {what} {written}; "
+                "the folders Kueuestream writes are never read as manifests, choose another source",
+                file=sys.stderr,
+            )
+            return 2
     try:
         log = FileLog(log_path)
     except LogError as exc:
         print(f"error: cannot open the log in {log_path}: {exc}", file=sys.stderr)
         return 1
-    status = StatusDirectory(status_dir or log_path / STATUS_SUBDIRECTORY)
+    status = StatusDirectory(status_path)
 
     def show(line: str) -> None:
         print(line, file=stream, flush=True)
@@ -112,7 +126,9 @@ def run_source(
     try:
         # Rebuild the state from the log (and finish anything a crash cut short).
         pipeline.pump()
-        folder = FolderSource(source, known_objects(log, pipeline.names.watch))
+        folder = FolderSource(
+            source, known_objects(log, pipeline.names.watch), exclude=(log_path, status_path)
+        )
         while True:
             poll = folder.poll(now_ms())
             pipeline.record_errors(poll.errors)
