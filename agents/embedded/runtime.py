@@ -65,6 +65,26 @@ def _inside(path: Path, folder: Path) -> bool:
     return path.resolve().is_relative_to(folder.resolve())
 
 
+def _fs_problem(exc: OSError) -> str:
+    """An OSError as one line: the file and the system's reason, without Python's wrapping."""
+    reason = exc.strerror or str(exc)
+    return f"{exc.filename}: {reason}" if exc.filename else reason
+
+
+def _failure(exc: OSError | LogError) -> tuple[str, int]:
+    """The line to print for an error that stopped the run, and the exit code.
+
+    A file-system error (a folder that cannot be written, a full disk) is exit
+    2, like invalid input; a log that is damaged or locked is exit 1.
+    """
+    if isinstance(exc, OSError):
+        # The run reads only the source, whose problems are reported as errors; this was a write.
+        return f"error: cannot write {_fs_problem(exc)}", 2
+    if isinstance(exc.__cause__, OSError):
+        return f"error: cannot write the log: {_fs_problem(exc.__cause__)}", 2
+    return f"error: {exc}", 1
+
+
 def run_source(
     source_dir: str,
     status_dir: str | None = None,
@@ -78,9 +98,10 @@ def run_source(
 
     The log goes to ``log_dir`` (default ``./.kueuestream``), Workload status to
     ``status_dir`` (default ``<log_dir>/status``); neither is ever read as part
-    of the source, and a source inside either is refused. With ``once`` the current
-    contents are processed and the run ends; otherwise the folder is watched
-    until interrupted.
+    of the source, and a source inside either is refused. With ``once`` the
+    current contents are processed and the run ends; otherwise the folder is
+    watched until interrupted. A file-system error ends it with one line on
+    stderr and exit 2.
     """
     stream = out or sys.stdout
     source = Path(source_dir)
@@ -99,10 +120,18 @@ def run_source(
             return 2
     try:
         log = FileLog(log_path)
+    except OSError as exc:
+        print(f"error: cannot open the log in {log_path}: {_fs_problem(exc)}", file=sys.stderr)
+        return 2
     except LogError as exc:
         print(f"error: cannot open the log in {log_path}: {exc}", file=sys.stderr)
         return 1
-    status = StatusDirectory(status_path)
+    try:
+        status = StatusDirectory(status_path)
+    except OSError as exc:
+        log.close_sync()
+        print(f"error: cannot use the status folder {status_path}: {_fs_problem(exc)}", file=sys.stderr)
+        return 2
 
     def show(line: str) -> None:
         print(line, file=stream, flush=True)
@@ -115,15 +144,17 @@ def run_source(
             f"the log lost records: {lost}; those offsets are never used again, what the source "
             "still holds is read again, and `kueuestream replay` reports the loss"
         )
-    pipeline = EmbeddedPipeline(
-        log,
-        status=status,
-        on_decision=lambda d: show(describe_decision(d)),
-        on_error=lambda e: show(describe_error(e)),
-    )
-    for note in pipeline.skipped:
-        warn(f"the log lost records its agents had processed: {note}")
+    code = 0
+    pipeline: EmbeddedPipeline | None = None
     try:
+        pipeline = EmbeddedPipeline(
+            log,
+            status=status,
+            on_decision=lambda d: show(describe_decision(d)),
+            on_error=lambda e: show(describe_error(e)),
+        )
+        for note in pipeline.skipped:
+            warn(f"the log lost records its agents had processed: {note}")
         # Rebuild the state from the log (and finish anything a crash cut short).
         pipeline.pump()
         folder = FolderSource(
@@ -143,15 +174,21 @@ def run_source(
             time.sleep(poll_seconds)
     except KeyboardInterrupt:
         pass
+    except (OSError, LogError) as exc:
+        line, code = _failure(exc)
+        print(line, file=sys.stderr, flush=True)
     finally:
-        stats = pipeline.stats
-        show(
-            f"{stats.watch_events} watch events, {stats.admission_records} admission records, "
-            f"{stats.decisions} new decisions, {stats.errors} errors; "
-            f"status in {status.directory}, log in {log_path}"
-        )
-        pipeline.close()
-    return 0
+        if pipeline is None:
+            log.close_sync()
+        else:
+            stats = pipeline.stats
+            show(
+                f"{stats.watch_events} watch events, {stats.admission_records} admission records, "
+                f"{stats.decisions} new decisions, {stats.errors} errors; "
+                f"status in {status.directory}, log in {log_path}"
+            )
+            pipeline.close()
+    return code
 
 
 def admit_documents(manifests: Iterable[Any], *, time_ms: int | None = None) -> list[dict[str, Any]]:
