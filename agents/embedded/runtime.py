@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from kueuestream.agents.embedded.memory_log import MemoryLog
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.status_files import StatusDirectory
+from kueuestream.agents.embedded.stop_signals import StopRequest
 from kueuestream.agents.sources.folder import FolderSource, known_objects
 from kueuestream.agents.sources.watch_events import listing_events
 from kueuestream.streams.file_log import DEFAULT_DIRECTORY, FileLog
@@ -100,8 +101,9 @@ def run_source(
     ``status_dir`` (default ``<log_dir>/status``); neither is ever read as part
     of the source, and a source inside either is refused. With ``once`` the
     current contents are processed and the run ends; otherwise the folder is
-    watched until interrupted. A file-system error ends it with one line on
-    stderr and exit 2.
+    watched until SIGTERM or SIGINT, which end the run after the batch in hand
+    with the summary line and exit 0. A file-system error ends it with one
+    line on stderr and exit 2.
     """
     stream = out or sys.stdout
     source = Path(source_dir)
@@ -146,48 +148,48 @@ def run_source(
         )
     code = 0
     pipeline: EmbeddedPipeline | None = None
-    try:
-        pipeline = EmbeddedPipeline(
-            log,
-            status=status,
-            on_decision=lambda d: show(describe_decision(d)),
-            on_error=lambda e: show(describe_error(e)),
-        )
-        for note in pipeline.skipped:
-            warn(f"the log lost records its agents had processed: {note}")
-        # Rebuild the state from the log (and finish anything a crash cut short).
-        pipeline.pump()
-        folder = FolderSource(
-            source, known_objects(log, pipeline.names.watch), exclude=(log_path, status_path)
-        )
-        while True:
-            poll = folder.poll(now_ms())
-            pipeline.record_errors(poll.errors)
-            if poll.events:
-                pipeline.submit(poll.events)
-                pipeline.pump()
-            if once:
-                # What is there now, to quiescence: deferred retries run at their due times.
-                pipeline.advance_clock()
-                break
-            pipeline.advance_clock(now_ms())
-            time.sleep(poll_seconds)
-    except KeyboardInterrupt:
-        pass
-    except (OSError, LogError) as exc:
-        line, code = _failure(exc)
-        print(line, file=sys.stderr, flush=True)
-    finally:
-        if pipeline is None:
-            log.close_sync()
-        else:
-            stats = pipeline.stats
-            show(
-                f"{stats.watch_events} watch events, {stats.admission_records} admission records, "
-                f"{stats.decisions} new decisions, {stats.errors} errors; "
-                f"status in {status.directory}, log in {log_path}"
+    with StopRequest() as stop:
+        try:
+            pipeline = EmbeddedPipeline(
+                log,
+                status=status,
+                on_decision=lambda d: show(describe_decision(d)),
+                on_error=lambda e: show(describe_error(e)),
             )
-            pipeline.close()
+            for note in pipeline.skipped:
+                warn(f"the log lost records its agents had processed: {note}")
+            # Rebuild the state from the log (and finish anything a crash cut short).
+            pipeline.pump()
+            folder = FolderSource(
+                source, known_objects(log, pipeline.names.watch), exclude=(log_path, status_path)
+            )
+            while not stop.requested:
+                poll = folder.poll(now_ms())
+                pipeline.record_errors(poll.errors)
+                if poll.events:
+                    pipeline.submit(poll.events)
+                    pipeline.pump()
+                if once:
+                    # What is there now, to quiescence: deferred retries run at their due times.
+                    pipeline.advance_clock()
+                    break
+                pipeline.advance_clock(now_ms())
+                stop.wait(poll_seconds)
+        except (OSError, LogError) as exc:
+            line, code = _failure(exc)
+            print(line, file=sys.stderr, flush=True)
+        finally:
+            if pipeline is None:
+                log.close_sync()
+            else:
+                stats = pipeline.stats
+                stopped = f"; stopped by {stop.signal_name}" if stop.requested else ""
+                show(
+                    f"{stats.watch_events} watch events, {stats.admission_records} admission records, "
+                    f"{stats.decisions} new decisions, {stats.errors} errors; "
+                    f"status in {status.directory}, log in {log_path}{stopped}"
+                )
+                pipeline.close()
     return code
 
 
