@@ -41,7 +41,13 @@ from kueuestream.agents.applier import read_decision
 from kueuestream.agents.embedded.memory_log import SyncLog
 from kueuestream.agents.embedded.status_files import StatusDirectory
 from kueuestream.agents.ingest import IngestHandler
-from kueuestream.agents.log_entries import CLOCK_TICK, WATCH_STREAM, batch_marker, decode_entry
+from kueuestream.agents.log_entries import (
+    CLOCK_TICK,
+    WATCH_STREAM,
+    admission_stream,
+    batch_marker,
+    decode_entry,
+)
 from kueuestream.agents.outputs import Out, Role, empty_tables
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
@@ -112,6 +118,8 @@ class EmbeddedPipeline:
         def saw(topic: str, partition: int, offset: int) -> None:
             processed[(topic, partition)] = max(processed.get((topic, partition), -1), offset)
 
+        appended_by = {admission_stream(q): q for q in range(self.partitions)}
+
         for p in range(self.partitions):
             for record in self.log.read_sync(n.admission, p):
                 try:
@@ -124,7 +132,8 @@ class EmbeddedPipeline:
                     saw(n.watch, 0, origin.offset)
                 else:
                     self._skip_followups[key] = self._skip_followups.get(key, 0) + 1
-                    saw(n.admission, int(origin.stream.rpartition("/")[2]), origin.offset)
+                    if origin.stream in appended_by:
+                        saw(n.admission, appended_by[origin.stream], origin.offset)
         # Decisions produced again before reaching these counts are already written.
         self._skip_decisions: dict[int, int] = {}
         for p in range(self.partitions):
@@ -154,9 +163,9 @@ class EmbeddedPipeline:
         if not isinstance(self.log, SkippingLog):
             return skipped  # a log that never loses a tail (in memory, Kafka)
         for (topic, partition), last in sorted(processed.items()):
-            end = self.log.end_offsets_sync(topic)[partition]
-            if last < end:
-                continue
+            end = self.log.end_offsets_sync(topic).get(partition)
+            if end is None or last < end:
+                continue  # no such partition: a damaged error record named it
             note = (
                 f"offsets up to {last} were processed (records derived from them are in the log) "
                 f"but the log ended at {end}: records were lost"
