@@ -6,6 +6,10 @@ decision with the recorded one in ``kueue.decisions`` and each record the
 runtime appended itself (handovers, the job controller's STOPPED events) with
 the recorded one. Any difference means the log and the decisions disagree: an
 altered input, a lost or extra record, or an engine that is not deterministic.
+
+Records an embedded log knows it lost (a damaged tail it cut off, in any
+topic, or damage it has not cut yet) are listed, and the replay is not OK even
+when every decision that is left is reproduced.
 """
 
 from __future__ import annotations
@@ -144,28 +148,37 @@ def _key(partition: int, entry: AdmissionEntry) -> FollowUpKey:
 
 async def _replay(spec: str, config_path: str | None, out: TextIO, names: TopicNames) -> int:
     async with open_log(spec) as log:
+        lost = log.lost_sync() if isinstance(log, FileLog) else []
         admission = await read_admission(log, names)
         if config_path is not None:
             from kueuestream.agents.audit.whatif import what_if
 
+            for gap in lost:
+                print(f"warning: the log lost records, the what-if runs without them: {gap}", file=sys.stderr)
             return what_if(admission, config_path, out)
         decisions: list[list[bytes]] = []
         if names.decisions in await log.topics():
             for p in range(await log.partitions(names.decisions)):
                 decisions.append([r.value for r in await read_partition(log, names.decisions, p)])
     verdict = verify(admission, decisions)
+    for gap in lost:
+        print(f"LOST {gap}", file=out)
     if verdict.mismatches:
         first = verdict.mismatches[0]
         print(f"MISMATCH at {first.what}", file=out)
         print(f"  recorded: {first.expected}", file=out)
         print(f"  replayed: {first.got}", file=out)
         return 1
-    print(
-        f"OK: {verdict.records} admission records in {len(admission)} partitions ({verdict.shards} shards) "
+    summary = (
+        f"{verdict.records} admission records in {len(admission)} partitions ({verdict.shards} shards) "
         f"replayed; {verdict.decisions} decisions and {verdict.followups} runtime-appended records "
-        "reproduced byte for byte",
-        file=out,
+        "reproduced byte for byte"
     )
+    if lost:
+        ranges = "1 range" if len(lost) == 1 else f"{len(lost)} ranges"
+        print(f"NOT OK: the log lost records ({ranges} above); of what is left, {summary}", file=out)
+        return 1
+    print(f"OK: {summary}", file=out)
     return 0
 
 
