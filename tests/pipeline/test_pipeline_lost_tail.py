@@ -15,9 +15,9 @@ from kueuestream.agents.embedded.runtime import run_source
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.segment_format import FRAME
 from tests.helpers import cluster_queue, flavor, workload
-from tests.pipeline import scenario as sc
 from tests.pipeline.checks import per_workload
 from tests.pipeline.embedded_run import decisions, errors, run_steps
+from tests.pipeline.watch_streams import workload_stream
 
 CQ4 = "default: [{name: cpu, nominalQuota: 4}]"
 
@@ -107,7 +107,7 @@ def test_processed_offsets_beyond_a_short_tombstone_are_skipped(folder: Path, tm
 
 def run_damaged(tmp_path: Path, topic: str) -> tuple[FileLog, EmbeddedPipeline, int, int]:
     """Half a workload stream, the last byte of ``topic``'s fullest partition flipped, the rest."""
-    stream = sc.workload_stream(30, seed=5)
+    stream = workload_stream(30, seed=5)
     half = len(stream.steps) // 2
     logs = tmp_path / "log"
     with FileLog(logs) as log:
@@ -134,7 +134,7 @@ def test_a_damaged_tail_of_a_derived_topic_is_produced_again_once(tmp_path: Path
         assert [r.offset for r in log.read_sync(topic, partition)][-len(after_cut) - 1] < end
     finally:
         log.close_sync()
-    straight = run_steps(EmbeddedPipeline(MemoryLog()), sc.workload_stream(30, seed=5).steps)
+    straight = run_steps(EmbeddedPipeline(MemoryLog()), workload_stream(30, seed=5).steps)
     assert got == per_workload(decisions(straight.log))
     assert workloads == straight.admission.workload_objects()
     code, text = replayed(tmp_path / "log")

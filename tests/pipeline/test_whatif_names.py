@@ -11,8 +11,9 @@ import yaml
 from kueuestream.agents.audit.replay import replay
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.streams.file_log import FileLog
-from tests.pipeline import scenario as sc
+from tests.helpers import NS, cpu_queue, flavor_manifest, local_queue_manifest
 from tests.pipeline.embedded_run import run_steps
+from tests.pipeline.watch_streams import workload_stream
 
 CONFIGURATION = {
     "apiVersion": "config.kueue.x-k8s.io/v1beta1",
@@ -27,7 +28,7 @@ CONFIGURATION = {
 def recorded(tmp_path: Path) -> Path:
     directory = tmp_path / "recorded"
     with FileLog(directory) as log:
-        run_steps(EmbeddedPipeline(log), sc.workload_stream(10, seed=2).steps)
+        run_steps(EmbeddedPipeline(log), workload_stream(10, seed=2).steps)
     return directory
 
 
@@ -42,15 +43,15 @@ def test_names_the_log_never_saw_are_warned_about(
 ) -> None:
     """A Configuration and objects naming what is not there: the report alone would say nothing changed."""
     changes = tmp_path / "changes.yaml"
-    b1 = sc.cluster_queue("b1", 8, "b", flavors=("default", "gpu-nodes"))
+    b1 = cpu_queue("b1", 8, "b", flavors=("default", "gpu-nodes"))
     changes.write_text(
         yaml.safe_dump_all(
             [
                 CONFIGURATION,
-                sc.cluster_queue("b9", 2, "b"),  # a typo for b1
+                cpu_queue("b9", 2, "b"),  # a typo for b1
                 b1,
-                sc.cluster_queue("solo", 4, "new-tree"),
-                sc.local_queue("lq-b1", "b2"),
+                cpu_queue("solo", 4, "new-tree"),
+                local_queue_manifest("lq-b1", "b2", NS),
             ]
         )
     )
@@ -72,7 +73,9 @@ def test_names_the_log_holds_are_not_warned_about(
 ) -> None:
     changes = tmp_path / "smaller.yaml"
     changes.write_text(
-        yaml.safe_dump_all([sc.cluster_queue("b1", 2, "b"), sc.local_queue("lq-a1", "a2"), sc.flavor("spot")])
+        yaml.safe_dump_all(
+            [cpu_queue("b1", 2, "b"), local_queue_manifest("lq-a1", "a2", NS), flavor_manifest("spot")]
+        )
     )
     report, warnings = what_if(recorded, changes, capsys)
     assert warnings == []
