@@ -16,10 +16,11 @@ from kueuestream.agents.cli import (
     simulate,
     transfer,
     validate,
+    watch,
     worker,
 )
 
-COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate, crds)
+COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch)
 
 
 def build_parser() -> argparse.ArgumentParser:

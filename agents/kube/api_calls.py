@@ -43,11 +43,23 @@ async def _open(
             data = await resp.read()
         finally:
             resp.release()
-        exc = ApiException(status=resp.status, reason=resp.reason)
+        exc = ApiException(status=resp.status, reason=f"{resp.reason} for {method} {path}")
         exc.body = data.decode("utf-8", errors="replace")
         exc.headers = resp.headers
         raise exc
     return resp
+
+
+def explain(exc: ApiException) -> str:
+    """One line for the user: the status, the request and the server's own message."""
+    message = ""
+    try:
+        status = orjson.loads(exc.body or b"")
+        if isinstance(status, dict):
+            message = str(status.get("message") or "")
+    except orjson.JSONDecodeError:
+        message = str(exc.body or "")[:500]
+    return f"the API server answered {exc.status} {exc.reason}" + (f": {message}" if message else "")
 
 
 async def get_json(api: k8s.ApiClient, path: str, query: Query = (), *, timeout_s: float = 60.0) -> Any:
