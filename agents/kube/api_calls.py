@@ -26,13 +26,21 @@ class WatchExpired(Exception):
 
 
 async def _open(
-    api: k8s.ApiClient, method: str, path: str, query: Query, timeout: aiohttp.ClientTimeout
+    api: k8s.ApiClient,
+    method: str,
+    path: str,
+    query: Query,
+    timeout: aiohttp.ClientTimeout,
+    *,
+    body: Any = None,
+    content_type: str = "application/json",
 ) -> Any:
     resp = await api.call_api(
         path,
         method,
         query_params=list(query),
-        header_params={"Accept": "application/json"},
+        header_params={"Accept": "application/json", "Content-Type": content_type},
+        body=body,
         auth_settings=["BearerToken"],
         _preload_content=False,
         _request_timeout=timeout,
@@ -65,6 +73,26 @@ def explain(exc: ApiException) -> str:
 async def get_json(api: k8s.ApiClient, path: str, query: Query = (), *, timeout_s: float = 60.0) -> Any:
     """The parsed body of ``GET path?query``; an ``ApiException`` for any non-2xx answer."""
     resp = await _open(api, "GET", path, query, aiohttp.ClientTimeout(total=timeout_s))
+    try:
+        return orjson.loads(await resp.read())
+    finally:
+        resp.release()
+
+
+async def apply_object(
+    api: k8s.ApiClient, path: str, body: dict[str, Any], *, field_manager: str, timeout_s: float = 60.0
+) -> Any:
+    """Server-side apply of ``body`` to the object at ``path``, taking over conflicting fields."""
+    query = [("fieldManager", field_manager), ("force", "true")]
+    resp = await _open(
+        api,
+        "PATCH",
+        path,
+        query,
+        aiohttp.ClientTimeout(total=timeout_s),
+        body=body,
+        content_type="application/apply-patch+yaml",
+    )
     try:
         return orjson.loads(await resp.read())
     finally:

@@ -51,9 +51,7 @@ def parse_config_map(value: str) -> tuple[str, str]:
     return namespace, name
 
 
-async def start_watcher(
-    conn: KubeConnection, log: Log, names: TopicNames, options: WatchOptions
-) -> Watcher:
+async def start_watcher(conn: KubeConnection, log: Log, names: TopicNames, options: WatchOptions) -> Watcher:
     """A watcher for ``conn``'s cluster resuming from ``log``, with the Configuration file already sent."""
     cluster = options.cluster or conn.cluster
     ledger = await ledger_from_log(log, names.watch, cluster)

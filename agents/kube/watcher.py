@@ -117,6 +117,60 @@ def _identity(obj: dict[str, Any]) -> tuple[str, str, str]:
     )
 
 
+def object_event(
+    cluster: str,
+    served: ServedKind,
+    type_: WatchEventType,
+    namespace: str,
+    name: str,
+    rv: str,
+    obj: dict[str, Any] | None,
+    now: int,
+) -> WatchEvent:
+    return WatchEvent(
+        cluster=cluster,
+        kind=served.kind,
+        apiVersion=served.api_version,
+        namespace=namespace,
+        name=name,
+        type=type_,
+        resourceVersion=rv,
+        object=obj,
+        timestamp=now,
+    )
+
+
+def list_differences(
+    ledger: WatchLedger, served: ServedKind, items: list[dict[str, Any]], list_rv: str, now: int
+) -> list[WatchEvent]:
+    """The events that bring what ``ledger`` knows of a kind to the listed ``items``; recorded in it.
+
+    New objects are ADDED, objects at another resourceVersion MODIFIED, and
+    known objects missing from the list DELETED; an object at the version the
+    ledger has gives no event.
+    """
+    known = ledger.of_kind(served.kind)
+    out: list[WatchEvent] = []
+    seen: set[tuple[str, str, str]] = set()
+    for obj in items:
+        namespace, name, rv = _identity(obj)
+        key = (served.kind, namespace, name)
+        seen.add(key)
+        if known.get(key) == rv:
+            continue
+        kind = WatchEventType.MODIFIED if key in known else WatchEventType.ADDED
+        out.append(object_event(ledger.cluster, served, kind, namespace, name, rv, obj, now))
+    for key in sorted(set(known) - seen):
+        # Gone while nobody watched: its deletion happened at some version up to
+        # the list's, which is the newest the watcher can vouch for.
+        out.append(
+            object_event(ledger.cluster, served, WatchEventType.DELETED, key[1], key[2], list_rv, None, now)
+        )
+    for event in out:
+        ledger.record(event)
+    return out
+
+
 class Watcher:
     """Lists and watches ``kinds`` on one cluster; ``run()`` until cancelled."""
 
@@ -244,7 +298,7 @@ class Watcher:
         markers: list[WatchEvent] = []
         for served in kinds:
             items, rv = await self._list(served)
-            upserts += self._differences(served, items, rv, now)
+            upserts += list_differences(self.ledger, served, items, rv, now)
             markers.append(self._marker(served, rv, now))
         return [*as_batch(self._ordered(upserts), now, self.cluster), *markers]
 
@@ -252,7 +306,7 @@ class Watcher:
         self.stats.relists += 1
         items, rv = await self._list(served)
         now = self.clock()
-        changes = self._differences(served, items, rv, now)
+        changes = list_differences(self.ledger, served, items, rv, now)
         log.info("%s relisted at resourceVersion %s: %d changes", served.kind, rv, len(changes))
         batch = as_batch(self._ordered(changes), now, self.cluster)
         await self._enqueue([*batch, self._marker(served, rv, now)])
@@ -261,29 +315,6 @@ class Watcher:
         marker = progress_marker(self.cluster, served.kind, rv, now)
         self.ledger.record(marker)
         return marker
-
-    def _differences(
-        self, served: ServedKind, items: list[dict[str, Any]], list_rv: str, now: int
-    ) -> list[WatchEvent]:
-        """Events that bring the ledger from what it knows of a kind to ``items``; recorded in it."""
-        known = self.ledger.of_kind(served.kind)
-        out: list[WatchEvent] = []
-        seen: set[tuple[str, str, str]] = set()
-        for obj in items:
-            namespace, name, rv = _identity(obj)
-            key = (served.kind, namespace, name)
-            seen.add(key)
-            if known.get(key) == rv:
-                continue
-            kind = WatchEventType.MODIFIED if key in known else WatchEventType.ADDED
-            out.append(self._event(served, kind, namespace, name, rv, obj, now))
-        for key in sorted(set(known) - seen):
-            # Gone while nobody watched: its deletion happened at some version
-            # up to the list's, which is the newest the watcher can vouch for.
-            out.append(self._event(served, WatchEventType.DELETED, key[1], key[2], list_rv, None, now))
-        for event in out:
-            self.ledger.record(event)
-        return out
 
     def _ordered(self, events: list[WatchEvent]) -> list[WatchEvent]:
         # Referenced objects before those that refer to them, deletions the other way round.
@@ -294,28 +325,6 @@ class Watcher:
         upserts = [by_id[i.id] for i in listing_order(item(e) for e in events if e.object is not None)]
         deletes = [by_id[i.id] for i in reversed(listing_order(item(e) for e in events if e.object is None))]
         return upserts + deletes
-
-    def _event(
-        self,
-        served: ServedKind,
-        type_: WatchEventType,
-        namespace: str,
-        name: str,
-        rv: str,
-        obj: dict[str, Any] | None,
-        now: int,
-    ) -> WatchEvent:
-        return WatchEvent(
-            cluster=self.cluster,
-            kind=served.kind,
-            apiVersion=served.api_version,
-            namespace=namespace,
-            name=name,
-            type=type_,
-            resourceVersion=rv,
-            object=obj,
-            timestamp=now,
-        )
 
     # --- watching -----------------------------------------------------------------
 
@@ -370,7 +379,7 @@ class Watcher:
         namespace, name, rv = _identity(obj)
         kind = WatchEventType(type_)
         body = None if kind == WatchEventType.DELETED else _strip(obj, served)
-        event = self._event(served, kind, namespace, name, rv, body, self.clock())
+        event = object_event(self.cluster, served, kind, namespace, name, rv, body, self.clock())
         if not self.ledger.is_news(event):
             self.stats.not_news += 1
             # Still progress: the watch resumes after it.
