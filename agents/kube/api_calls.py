@@ -70,13 +70,28 @@ def explain(exc: ApiException) -> str:
     return f"the API server answered {exc.status} {exc.reason}" + (f": {message}" if message else "")
 
 
-async def get_json(api: k8s.ApiClient, path: str, query: Query = (), *, timeout_s: float = 60.0) -> Any:
-    """The parsed body of ``GET path?query``; an ``ApiException`` for any non-2xx answer."""
-    resp = await _open(api, "GET", path, query, aiohttp.ClientTimeout(total=timeout_s))
+async def request_json(
+    api: k8s.ApiClient,
+    method: str,
+    path: str,
+    query: Query = (),
+    *,
+    body: Any = None,
+    content_type: str = "application/json",
+    timeout_s: float = 60.0,
+) -> Any:
+    """The parsed answer to one request; an ``ApiException`` for any non-2xx answer."""
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    resp = await _open(api, method, path, query, timeout, body=body, content_type=content_type)
     try:
         return orjson.loads(await resp.read())
     finally:
         resp.release()
+
+
+async def get_json(api: k8s.ApiClient, path: str, query: Query = (), *, timeout_s: float = 60.0) -> Any:
+    """The parsed body of ``GET path?query``; an ``ApiException`` for any non-2xx answer."""
+    return await request_json(api, "GET", path, query, timeout_s=timeout_s)
 
 
 async def apply_object(
@@ -84,19 +99,10 @@ async def apply_object(
 ) -> Any:
     """Server-side apply of ``body`` to the object at ``path``, taking over conflicting fields."""
     query = [("fieldManager", field_manager), ("force", "true")]
-    resp = await _open(
-        api,
-        "PATCH",
-        path,
-        query,
-        aiohttp.ClientTimeout(total=timeout_s),
-        body=body,
-        content_type="application/apply-patch+yaml",
+    content_type = "application/apply-patch+yaml"
+    return await request_json(
+        api, "PATCH", path, query, body=body, content_type=content_type, timeout_s=timeout_s
     )
-    try:
-        return orjson.loads(await resp.read())
-    finally:
-        resp.release()
 
 
 async def watch_lines(
