@@ -15,10 +15,13 @@ requires:
 - quantities are ``int-or-string`` with Kubernetes' quantity pattern;
 - titles, descriptions and defaults are dropped: the stored object is what
   the user wrote, and the models apply Kueue's defaults when reading it;
-- fields the models do not read are pruned by the API server, as they would
-  be by a Kueue of a version without them, except in free-form subtrees: a
-  pod template (a core/v1 type the models read only a part of) and values
-  typed ``Any`` keep every field.
+- every object keeps the fields the models do not read
+  (``x-kubernetes-preserve-unknown-fields``). The models read a part of each
+  Kueue type (and of the core/v1 pod template inside a Workload); pruning the
+  rest would store something other than what the user, or Kueue's job
+  integration, wrote: a v1beta2 ``priorityClassRef.group``, an admission
+  check, a container's image. The fields the models do read are typed, so the
+  API server refuses a wrong type there with the field's path.
 
 ``status.conditions`` of a Workload is a map keyed by ``type``, so that
 server-side apply merges conditions written by different managers.
@@ -34,7 +37,6 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from kueuestream.admission.api.core import PodTemplateSpec
 from kueuestream.admission.api.kueue import (
     ClusterQueue,
     Cohort,
@@ -62,8 +64,6 @@ QUANTITY_SCHEMA: dict[str, Any] = {
 }
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
 
-# Models whose subtree keeps fields the models do not read.
-FREE_FORM_MODELS = frozenset({PodTemplateSpec.__name__})
 # Lists of these models are maps keyed by the given fields.
 LIST_MAP_KEYS = {Condition.__name__: ["type"]}
 # Value checks that JSON schema and the API server's OpenAPI spell alike.
@@ -153,15 +153,14 @@ class _Structural:
     def __init__(self, defs: dict[str, Any]) -> None:
         self.defs = defs
 
-    def convert(self, node: dict[str, Any], path: str, free: bool) -> dict[str, Any]:
+    def convert(self, node: dict[str, Any], path: str) -> dict[str, Any]:
         if "$ref" in node:
-            name = _def_name(node["$ref"])
-            return self.convert(self.defs[name], path, free or name in FREE_FORM_MODELS)
+            return self.convert(self.defs[_def_name(node["$ref"])], path)
         if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
             options = [o for o in node["anyOf"] if o.get("type") != "null"]
             if len(options) != 1:
                 raise SchemaError(f"{path}: a union of {len(options)} types has no structural schema")
-            single = self.convert(options[0], path, free)
+            single = self.convert(options[0], path)
             if len(options) < len(node["anyOf"]):
                 single["nullable"] = True
             return single
@@ -179,7 +178,7 @@ class _Structural:
                 out[key] = node[key]
         if kind == "array":
             items = node.get("items", {})
-            out["items"] = self.convert(items, f"{path}[]", free)
+            out["items"] = self.convert(items, f"{path}[]")
             if "$ref" in items and _def_name(items["$ref"]) in LIST_MAP_KEYS:
                 out["x-kubernetes-list-type"] = "map"
                 out["x-kubernetes-list-map-keys"] = LIST_MAP_KEYS[_def_name(items["$ref"])]
@@ -189,13 +188,12 @@ class _Structural:
             if props and extra:
                 raise SchemaError(f"{path}: both fields and a map of values")
             if props:
-                out["properties"] = {k: self.convert(v, f"{path}.{k}", free) for k, v in props.items()}
+                out["properties"] = {k: self.convert(v, f"{path}.{k}") for k, v in props.items()}
                 if node.get("required"):
                     out["required"] = list(node["required"])
-                if free:
-                    out[PRESERVE] = True
+                out[PRESERVE] = True
             elif isinstance(extra, dict) and extra:
-                out["additionalProperties"] = self.convert(extra, f"{path}.*", free)
+                out["additionalProperties"] = self.convert(extra, f"{path}.*")
             else:
                 out[PRESERVE] = True  # a mapping of anything
         return out
@@ -217,7 +215,7 @@ def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
     }
     for field, node in props.items():
         if field not in OBJECT_FIELDS:
-            out["properties"][field] = converter.convert(node, field, False)
+            out["properties"][field] = converter.convert(node, field)
     required = [f for f in raw.get("required", []) if f not in OBJECT_FIELDS]
     if required:
         out["required"] = required

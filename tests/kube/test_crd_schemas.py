@@ -69,15 +69,13 @@ def test_workload_schema_reads_like_kueue_v1beta2() -> None:
     schema = workload["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     pod_set = schema["properties"]["spec"]["properties"]["podSets"]["items"]
     assert pod_set["properties"]["count"]["type"] == "integer"
-    # The pod template is a core/v1 type read only in part: every field of it is kept.
+    # The models read a part of each type: what they do not read is kept, not pruned.
     template = pod_set["properties"]["template"]
-    assert template[PRESERVE] is True
     container = template["properties"]["spec"]["properties"]["containers"]["items"]
-    assert container[PRESERVE] is True
+    for node in (schema["properties"]["spec"], pod_set, template, container, schema["properties"]["status"]):
+        assert node[PRESERVE] is True
     cpu = container["properties"]["resources"]["properties"]["requests"]["additionalProperties"]
     assert cpu["x-kubernetes-int-or-string"] is True
-    # Outside free-form subtrees, unknown fields are pruned, as by Kueue's own CRDs.
-    assert PRESERVE not in schema["properties"]["spec"]
     conditions = schema["properties"]["status"]["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
