@@ -336,12 +336,18 @@ class Watcher:
                 if rv is None:
                     await self._relist(served)
                     continue
+                query = [*served.query(), ("resourceVersion", rv)]
+                opened = time.monotonic()
                 async for raw in watch_lines(
-                    self.conn.api, served.path, served.query(), server_timeout_s=self._timeout_s()
+                    self.conn.api, served.path, query, server_timeout_s=self._timeout_s()
                 ):
                     attempt = 0
                     await self._on_event(served, raw)
-                # The server ended the watch (its timeout): go on from where it was.
+                # The server ended the watch (its timeout): go on from where it was,
+                # at once unless it ends watches as soon as they open.
+                if time.monotonic() - opened < 1.0:
+                    attempt += 1
+                    await asyncio.sleep(self.retry.backoff_s(attempt))
             except WatchExpired:
                 log.info("%s: resourceVersion %s expired (410); relisting", served.kind, rv)
                 self.ledger.progress.pop(served.kind, None)
