@@ -53,7 +53,8 @@ KINDS_WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind(
         "WorkloadPriorityClass", KUEUE_GROUP, ("v1beta2", "v1beta1"), "workloadpriorityclasses", False, True
     ),
-    WatchedKind("AdmissionCheck", KUEUE_GROUP, ("v1beta2", "v1beta1"), "admissionchecks", False, True),
+    # Optional: the CRDs of `kueuestream crds` have no AdmissionCheck while the core reads none.
+    WatchedKind("AdmissionCheck", KUEUE_GROUP, ("v1beta2", "v1beta1"), "admissionchecks", False, False),
     WatchedKind("Cohort", KUEUE_GROUP, ("v1beta2", "v1beta1", "v1alpha1"), "cohorts", False, True),
     WatchedKind("ClusterQueue", KUEUE_GROUP, ("v1beta2", "v1beta1"), "clusterqueues", False, True),
     WatchedKind("LocalQueue", KUEUE_GROUP, ("v1beta2", "v1beta1"), "localqueues", True, True),
