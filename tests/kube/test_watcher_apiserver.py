@@ -302,6 +302,41 @@ async def test_apiserver_restart_mid_stream_loses_nothing(kube_config: str, tmp_
     no_duplicates(read_log(tmp_path))
 
 
+async def test_bookmarks_move_the_resume_point_of_quiet_kinds(kube_config: str, tmp_path: Path) -> None:
+    """Kinds nobody changes still resume from recent versions: their bookmarks are recorded."""
+    async with cluster(kube_config) as conn:
+        # Short watches: the API server sends bookmarks before it ends them.
+        running = await start_watcher(conn, tmp_path, watch_timeout_s=2)
+        try:
+            listed_at = dict(running.watcher.ledger.progress)
+            synced = len(read_log(tmp_path))
+
+            def bookmarked() -> dict[str, int]:
+                # Only Namespaces change here: any other kind's newer marker is a bookmark.
+                out: dict[str, int] = {}
+                for e in read_log(tmp_path)[synced:]:
+                    if e.kind == WATCH_PROGRESS and e.name != "Namespace":
+                        out[e.name] = max(out.get(e.name, 0), int(e.resourceVersion))
+                return {k: rv for k, rv in out.items() if rv > int(listed_at[k])}
+
+            async def moving() -> None:
+                while True:
+                    await namespace(conn, "tick")  # the cluster's version moves on
+                    await asyncio.sleep(0.5)
+
+            ticking = asyncio.create_task(moving())
+            try:
+                await eventually(lambda: bool(bookmarked()), "a newer resume point from a bookmark", 60)
+            finally:
+                ticking.cancel()
+            assert running.watcher.stats.bookmarks > 0
+        finally:
+            await running.stop()
+    resumed = WatchLedger.fold("test", read_log(tmp_path))
+    for kind, rv in bookmarked().items():
+        assert int(resumed.progress[kind]) >= rv > int(listed_at[kind])
+
+
 async def test_discovery_takes_the_newest_served_version_and_names_what_is_missing(kube_config: str) -> None:
     async with cluster(kube_config) as conn:
 
