@@ -54,7 +54,7 @@ class Limits:
             self.parent_of[name] = spec.get("parentName", "")
         if m["kind"] != "ClusterQueue":
             return
-        self.cohort_of[name] = spec.get("cohort", "")
+        self.cohort_of[name] = spec.get("cohortName", spec.get("cohort", ""))  # v1beta2, v1beta1
         self.nominal[name], self.borrowing[name] = {}, {}
         for group in spec.get("resourceGroups", []):
             for fl in group["flavors"]:
