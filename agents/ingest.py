@@ -29,6 +29,7 @@ from kueuestream.agents.log_entries import (
     BATCH_END,
     CLOCK_TICK,
     WATCH_BATCH,
+    WATCH_PROGRESS,
     WATCH_STREAM,
     AdmissionEntry,
     Origin,
@@ -64,6 +65,8 @@ class IngestHandler:
             return [error_out(raw, f"malformed watch event: {exc}", source)]
         if event.kind == WATCH_BATCH and control_kind(event.object) == WATCH_BATCH:
             return self._batch_edge(event, offset)
+        if event.kind == WATCH_PROGRESS and control_kind(event.object) == WATCH_PROGRESS:
+            return []  # the watcher's own bookkeeping: no object changed
         outs: list[Out] = []
         try:
             planned = self._route(event)

@@ -6,9 +6,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kueuestream.agents.cli import admit, drs, publish, replay, run, simulate, transfer, validate, worker
+from kueuestream.agents.cli import (
+    admit,
+    crds,
+    drs,
+    publish,
+    replay,
+    run,
+    simulate,
+    transfer,
+    validate,
+    watch,
+    worker,
+)
 
-COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate)
+COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch)
 
 
 def build_parser() -> argparse.ArgumentParser:
