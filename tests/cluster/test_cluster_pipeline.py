@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kueuestream.admission.events import Action
+from kueuestream.agents.audit.replay import verify
 from kueuestream.agents.embedded.memory_log import MemoryLog
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.sources.watch_events import listing_events
@@ -155,3 +156,35 @@ def test_without_a_cluster_the_runtime_stops_an_evicted_job_at_once() -> None:
     decided = run.modify(_workload("high", 10))
     assert ("low", Action.REQUEUED) in [(d.ref.name, d.action) for d in decided]
     assert run.last("high").action is Action.ADMITTED
+
+
+def _replayed(run: Run) -> list[str]:
+    log = run.pipeline.log
+    names = run.pipeline.names
+    admission = [list(log.read_sync(names.admission, p)) for p in range(run.pipeline.partitions)]
+    decisions = [[r.value for r in log.read_sync(names.decisions, p)] for p in range(run.pipeline.partitions)]
+    return [m.what for m in verify(admission, decisions).mismatches]
+
+
+def test_logs_with_and_without_a_cluster_both_replay_byte_for_byte() -> None:
+    """A cluster log's stops came through the watch: replay must not stand in for the job controller."""
+    for cluster in (True, False):
+        run = Run(cluster=cluster)
+        run.list([*QUEUES, _workload("low", 0)])
+        run.modify(_workload("high", 10))
+        if cluster:
+            evicted = run.last("low").status
+            cleared = {
+                "conditions": [
+                    *[c for c in evicted["conditions"] if c["type"] not in ("QuotaReserved", "Admitted")],
+                    {
+                        "type": "QuotaReserved",
+                        "status": "False",
+                        "reason": "PendingEvaluation",
+                        "message": "m",
+                    },
+                ]
+            }
+            run.modify(_workload("low", 0, cleared))
+        assert run.last("high").action is Action.ADMITTED
+        assert _replayed(run) == []
