@@ -145,6 +145,8 @@ class IngestHandler:
             if kind == "LocalQueue":
                 return r.delete_local_queue(event.namespace, event.name)
             return r.delete_workload(kind, event.namespace, event.name)
+        if self.cluster and event.kind == "Job":
+            return []  # its Workload comes from the cluster; nothing to read here
         manifest = event.object
         decoded = decode(manifest)
         if decoded.errors:

@@ -68,7 +68,11 @@ class EmbeddedCluster:
     """The pipeline over a local log, fed by a watcher, writing back through a :class:`ClusterSide`.
 
     It is the watcher's sink: :meth:`emit` returns once the events are in the
-    log and through the pipeline.
+    log and through the pipeline. The log may be opened with ``fsync=False``:
+    everything a group of events wrote is made durable with one fsync before
+    any decision of that group reaches the cluster. Outcomes become durable
+    with the next group; a decision whose outcome was lost in a crash is
+    written again after the restart and then found ``Unchanged``.
     """
 
     def __init__(
@@ -89,7 +93,10 @@ class EmbeddedCluster:
         self.names = self.pipeline.names
         self.applied_partitions = log.ensure_topic_sync(self.names.applied, self.pipeline.partitions)
         self._outcomes: list[AppliedRecord] = []
-        self._started = False
+        # Decisions made by the pipeline and not yet handed to the applier.
+        self._fresh: list[DecisionRecord] = []
+        # The pipeline runs in a worker thread, one call at a time.
+        self._pipeline_lock = asyncio.Lock()
 
     # --- start ---------------------------------------------------------------------
 
@@ -107,33 +114,51 @@ class EmbeddedCluster:
         ]
         applied = [r.value for p in range(self.applied_partitions) for r in self.log.read_sync(n.applied, p)]
         queued = self.side.restore(watch, decisions, applied)
-        self._started = True
-        self.pipeline.pump()
-        self.flush()
+        self._pump()
+        self._hand_on()
         return queued
 
     # --- the watcher's sink --------------------------------------------------------
 
     async def emit(self, events: Sequence[WatchEvent]) -> None:
+        # The pipeline's CPU work runs beside the event loop, so the API calls in
+        # flight and the watches make progress meanwhile.
+        async with self._pipeline_lock:
+            await asyncio.to_thread(self._pump, events)
+            self.stats.watch_events += len(events)
+            self.side.observe(events)
+            self._hand_on()
+
+    def _pump(self, events: Sequence[WatchEvent] = ()) -> None:
         self.pipeline.submit(events)
         self.pipeline.pump()
-        self.stats.watch_events += len(events)
-        self.side.observe(events)
-        self.flush()
+        # One fsync for the whole group, before anything it decided reaches the cluster.
+        self.log.persist_sync()
 
     def _decided(self, decision: DecisionRecord) -> None:
         self.stats.decisions += 1
-        if self._started:
-            self.side.decide(decision)
+        self._fresh.append(decision)
         if self.on_decision is not None:
             self.on_decision(decision)
 
+    def _hand_on(self) -> None:
+        """Give the applier the new decisions (on the event loop) and record outcomes so far."""
+        fresh, self._fresh = self._fresh, []
+        for decision in fresh:
+            self.side.decide(decision)
+        self.flush()
+
     # --- time and outcomes ---------------------------------------------------------
 
-    def tick(self) -> None:
+    async def tick(self) -> None:
         """Write a clock tick for every time an engine waits for that has come."""
+        async with self._pipeline_lock:
+            await asyncio.to_thread(self._advance)
+            self._hand_on()
+
+    def _advance(self) -> None:
         self.pipeline.advance_clock(now_ms(), cluster=self.conn.cluster)
-        self.flush()
+        self.log.persist_sync()
 
     def _outcome(self, record: AppliedRecord) -> None:
         self._outcomes.append(record)
@@ -157,7 +182,7 @@ class EmbeddedCluster:
         """Tick the clock and flush outcomes every ``interval_s`` until cancelled."""
         while True:
             await asyncio.sleep(interval_s)
-            self.tick()
+            await self.tick()
 
     async def settle(self) -> None:
         """Wait until the job integration and the applier have nothing left to do."""
@@ -210,7 +235,8 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
         print(line, file=out, flush=True)
 
     async with await connect(options.kubeconfig, options.context) as conn:
-        with FileLog(log_dir) as log:
+        # Appends are made durable a group at a time (EmbeddedCluster persists each group).
+        with FileLog(log_dir, fsync=False) as log:
             runtime, watcher = await open_cluster(
                 conn,
                 log,
@@ -218,7 +244,12 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
                 on_decision=lambda d: show(describe_decision(d)),
                 on_error=lambda e: show(describe_error(e)),
             )
-            show(f"running against {conn.server} (context {conn.context}); log in {log_dir}")
+
+            async def announce() -> None:
+                await watcher.synced.wait()
+                show(f"running against {conn.server} (context {conn.context}); log in {log_dir}")
+
+            announcing = asyncio.create_task(announce())
             main = asyncio.current_task()
             assert main is not None
             loop = asyncio.get_running_loop()
@@ -226,6 +257,7 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
                 loop.add_signal_handler(sig, main.cancel)
             with contextlib.suppress(asyncio.CancelledError):
                 await serve(runtime, watcher)
+            announcing.cancel()
             jobs, applier = runtime.side.jobs.counters, runtime.side.applier.counters
             show(
                 f"{runtime.stats.watch_events} watch events, {runtime.stats.decisions} decisions, "

@@ -248,7 +248,7 @@ async def start_runtime(conn: KubeConnection, directory: Path) -> Running:
     """``kueuestream run --kubeconfig`` in this process, over the log at ``directory``, once synced."""
     from kueuestream.agents.kube.runtime import serve
 
-    log = FileLog(directory)
+    log = FileLog(directory, fsync=False)  # as run --kubeconfig opens it: one fsync per group
     runtime, watcher = await open_cluster(conn, log, WatchOptions(kubeconfig="", cluster="test"))
     task = asyncio.create_task(serve(runtime, watcher))
     synced = asyncio.create_task(watcher.synced.wait())
