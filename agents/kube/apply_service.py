@@ -25,7 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kueuestream.agents.faust_worker.publish import ensure_topics
 from kueuestream.agents.kube.api_calls import explain
-from kueuestream.agents.kube.client import KubeConfigError, KubeConnection, connect
+from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConfigError, KubeConnection, connect
 from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.topic_names import TopicNames
@@ -61,7 +61,8 @@ class KafkaApplier:
         self.kafka = kafka
         self.broker = broker
         self.names = names
-        self.objects = KubeObjects(conn.api)
+        # A write waits out an unreachable API server rather than being given up.
+        self.objects = KubeObjects(conn.api, RETRY_FOREVER)
         self.side = ClusterSide(self.objects, self._outcome)
         self._outcomes: list[AppliedRecord] = []
         self.applied_partitions = 1

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,7 @@ FAILED_TO_START = "FailedToStart"
 # Eviction reasons after which Kueue marks the Workload Requeued=True.
 REQUEUE_REASONS = ("Preempted", "NodeFailures")
 DEFAULT_CONCURRENCY = 16
+MAX_PROBLEMS = 100
 
 
 @dataclass(slots=True)
@@ -90,7 +92,8 @@ class JobCounters:
     workloads_finished: int = 0
     finalizers_removed: int = 0
     conflicts: int = 0
-    problems: list[str] = field(default_factory=list)
+    # The latest problems only: a long run must not grow without bound.
+    problems: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_PROBLEMS))
 
 
 def now_ms() -> int:

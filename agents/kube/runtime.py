@@ -37,7 +37,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.runtime import describe_decision, describe_error, now_ms
 from kueuestream.agents.kube.api_calls import explain
-from kueuestream.agents.kube.client import KubeConfigError, KubeConnection, connect
+from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConfigError, KubeConnection, connect
 from kueuestream.agents.kube.cluster_side import ClusterSide
 from kueuestream.agents.kube.config_file import ConfigFileError, config_file_event
 from kueuestream.agents.kube.resources import kinds_to_watch
@@ -87,7 +87,8 @@ class EmbeddedCluster:
         self.log = log
         self.on_decision = on_decision
         self.stats = ClusterStats()
-        self.objects = KubeObjects(conn.api)
+        # A write waits out an unreachable API server rather than being given up.
+        self.objects = KubeObjects(conn.api, RETRY_FOREVER)
         self.side = ClusterSide(self.objects, self._outcome)
         self.pipeline = EmbeddedPipeline(log, cluster=True, on_decision=self._decided, on_error=on_error)
         self.names = self.pipeline.names
