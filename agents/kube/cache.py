@@ -37,6 +37,8 @@ class ObjectCache:
     def __init__(self, kinds: frozenset[str]) -> None:
         self.kinds = kinds
         self._objects: dict[Key, Manifest] = {}
+        # The keys of each kind, so that listing the few flavors never walks thousands of Jobs.
+        self._by_kind: dict[str, set[Key]] = {}
         # Deleted objects' last versions, so that a late event cannot bring one back.
         self._deleted: dict[Key, str] = {}
 
@@ -46,7 +48,7 @@ class ObjectCache:
             return None
         key = (event.kind, event.namespace, event.name)
         if event.type is WatchEventType.DELETED:
-            gone = self._objects.pop(key, None)
+            gone = self._pop(key)
             self._deleted[key] = event.resourceVersion or (resource_version(gone) if gone else "")
             return key
         if event.object is not None:
@@ -63,14 +65,19 @@ class ObjectCache:
             return
         self._deleted.pop(key, None)
         self._objects[key] = manifest
+        self._by_kind.setdefault(key[0], set()).add(key)
 
     def forget(self, key: Key) -> None:
         """The object is known to be gone (a call answered 404)."""
-        gone = self._objects.pop(key, None)
+        gone = self._pop(key)
         self._deleted[key] = resource_version(gone) if gone else ""
+
+    def _pop(self, key: Key) -> Manifest | None:
+        self._by_kind.get(key[0], set()).discard(key)
+        return self._objects.pop(key, None)
 
     def get(self, key: Key) -> Manifest | None:
         return self._objects.get(key)
 
     def keys(self, kind: str) -> Iterator[Key]:
-        return (key for key in sorted(self._objects) if key[0] == kind)
+        return iter(sorted(self._by_kind.get(kind, ())))
