@@ -165,6 +165,8 @@ class FileLog:
         # Set when a write or fsync failed: what reached the disk is unknown, so
         # only reopening (which rescans) can tell.
         self._broken: str | None = None
+        # Partitions appended to with fsync=False since the last persist_sync().
+        self._unsynced: dict[int, _Partition] = {}
         if not read_only:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._lock_fd = _acquire_lock(self.directory / _LOCK_NAME)
@@ -367,10 +369,31 @@ class FileLog:
                         # fdatasync also persists the new file size, which is all
                         # the metadata an append changes; it skips the mtime.
                         os.fdatasync(part.fd)
+                else:
+                    self._unsynced.update((id(part), part) for part in written)
             except OSError as exc:
                 self._broken = f"write to {self.directory / topic} failed: {exc}"
                 raise LogError(f"{self._broken}; reopen the log to recover") from exc
             return positions
+
+    def persist_sync(self) -> None:
+        """Make every append so far durable: one fdatasync per partition written since the last call.
+
+        With ``fsync=False`` an append returns before its records reach the
+        disk; this is the group commit that makes a whole group of appends
+        durable together.
+        """
+        with self._lock:
+            self._check_open()
+            self._check_writable()
+            parts, self._unsynced = list(self._unsynced.values()), {}
+            try:
+                for part in parts:
+                    if part.fd is not None:
+                        os.fdatasync(part.fd)
+            except OSError as exc:
+                self._broken = f"fsync of {self.directory} failed: {exc}"
+                raise LogError(f"{self._broken}; reopen the log to recover") from exc
 
     def _write_batch(self, part: _Partition, frame: list[bytes], end: int) -> int:
         """Write one encoded batch or tombstone, ending at ``end``, to the last segment; its base offset."""

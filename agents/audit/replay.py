@@ -4,8 +4,10 @@ Replay runs every partition of the recorded ``kueue.admission`` through fresh
 engines (the same handler the runtimes use) and compares, byte for byte, each
 decision with the recorded one in ``kueue.decisions`` and each record the
 runtime appended itself (handovers, the job controller's STOPPED events) with
-the recorded one. Any difference means the log and the decisions disagree: an
-altered input, a lost or extra record, or an engine that is not deterministic.
+the recorded one. A log written with a cluster behind it, whose jobs' stops
+came through the watch, replays without the job controller stand-in. Any
+difference means the log and the decisions disagree: an altered input, a lost
+or extra record, or an engine that is not deterministic.
 
 Records an embedded log knows it lost (a damaged tail it cut off, in any
 topic, or damage it has not cut yet) are listed, and the replay is not OK even
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from kueuestream.admission.events import EventType
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.log_entries import AdmissionEntry, decode_entry, encode_entry
 from kueuestream.agents.topic_names import TopicNames
@@ -89,10 +92,30 @@ def _decision_label(raw: bytes) -> str:
     return f"decision {d.index} of cause {d.cause.shard}@{d.cause.offset} ({what})"
 
 
+def stood_in_for_job_controller(admission: Sequence[Sequence[Record]]) -> bool:
+    """Whether the runtime that wrote ``admission`` stopped evicted jobs itself.
+
+    It did if the log holds a STOPPED record it appended. A log written with a
+    cluster behind it holds none (its stops come through the watch); a log with
+    no eviction at all replays the same either way.
+    """
+    for records in admission:
+        for record in records:
+            with contextlib.suppress(DecodeError):
+                entry = decode_entry(record.value)
+                if entry.type is EventType.STOPPED and entry.origin.stream.startswith("admission/"):
+                    return True
+    return False
+
+
 def verify(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[bytes]]) -> Verdict:
     """Replay ``admission`` and compare with the recorded ``decisions`` (per partition) and follow-ups."""
     partitions = len(admission)
-    handler = AdmissionHandler(partitions=partitions, admission_topic="kueue.admission", job_controller=True)
+    handler = AdmissionHandler(
+        partitions=partitions,
+        admission_topic="kueue.admission",
+        job_controller=stood_in_for_job_controller(admission),
+    )
     verdict = Verdict()
     recorded_followups: dict[FollowUpKey, bytes] = {}
     produced_followups: dict[FollowUpKey, bytes] = {}

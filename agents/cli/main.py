@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from kueuestream.agents.cli import (
     admit,
+    apply,
     crds,
     drs,
     publish,
@@ -20,7 +21,7 @@ from kueuestream.agents.cli import (
     worker,
 )
 
-COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch)
+COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch, apply)
 
 
 def build_parser() -> argparse.ArgumentParser:

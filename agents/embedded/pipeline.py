@@ -83,6 +83,7 @@ class EmbeddedPipeline:
         on_decision: DecisionHook | None = None,
         on_error: ErrorHook | None = None,
         job_controller: bool = True,
+        cluster: bool = False,
     ) -> None:
         self.log = log
         self.names = names or TopicNames()
@@ -95,9 +96,15 @@ class EmbeddedPipeline:
         # Decisions of admission partition p go to decisions partition p (see kueuestream.agents.outputs).
         log.ensure_topic_sync(n.decisions, self.partitions)
         log.ensure_topic_sync(n.errors)
-        self.ingest = IngestHandler(empty_tables(), partitions=self.partitions, watch_topic=n.watch)
+        # With a cluster behind the watch its job integration creates the Workloads
+        # and stops the jobs; the pipeline must do neither.
+        self.ingest = IngestHandler(
+            empty_tables(), partitions=self.partitions, watch_topic=n.watch, cluster=cluster
+        )
         self.admission = AdmissionHandler(
-            partitions=self.partitions, admission_topic=n.admission, job_controller=job_controller
+            partitions=self.partitions,
+            admission_topic=n.admission,
+            job_controller=job_controller and not cluster,
         )
         self.watch_cursor = 0
         self.cursors = [0] * self.partitions
