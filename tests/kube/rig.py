@@ -28,6 +28,7 @@ from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.schemas import WatchEvent
+from tests.helpers import cluster_queue_manifest, flavor_manifest, local_queue_manifest
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 WATCH_TOPIC = TopicNames().watch
@@ -76,33 +77,16 @@ async def namespace(conn: KubeConnection, prefix: str = "watch") -> str:
 
 
 def flavor(name: str) -> dict[str, Any]:
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name}}
+    return flavor_manifest(name)
 
 
 def cluster_queue(name: str, flavor_name: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu"],
-                    "flavors": [{"name": flavor_name, "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
-                }
-            ],
-        },
-    }
+    """A ClusterQueue of ``cpu`` cpus in flavor ``flavor_name``."""
+    return cluster_queue_manifest(name, [(["cpu"], [(flavor_name, {"cpu": cpu})])])
 
 
 def local_queue(ns: str, name: str, cq: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "LocalQueue",
-        "metadata": {"namespace": ns, "name": name},
-        "spec": {"clusterQueue": cq},
-    }
+    return local_queue_manifest(name, cq, ns)
 
 
 def read_log(directory: Path) -> list[WatchEvent]:
