@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.kube, pytest.mark.kafka]
 REPO = Path(__file__).resolve().parents[2]
 
 
-async def scenario(rig: Rig, q: Quota) -> dict[str, Any]:
+async def scenario(rig: Rig, q: Quota, timeout_s: float = 60) -> dict[str, Any]:
     """Three one-cpu Jobs on two cpus; the first completes; the statuses once all is settled."""
     jobs = [await rig.job(job(q.namespace, f"j{i}", q.local_queue)) for i in range(3)]
 
@@ -41,14 +41,14 @@ async def scenario(rig: Rig, q: Quota) -> dict[str, Any]:
     async def first_two() -> bool:
         return await running(jobs[0]) and await running(jobs[1])
 
-    await eventually(first_two, "j0 and j1 started")
+    await eventually(first_two, "j0 and j1 started", timeout_s)
     assert not await running(jobs[2])
     await rig.complete(jobs[0])
 
     async def third() -> bool:
         return await running(jobs[2]) and is_true(await rig.workload_of(jobs[0]), "Finished")
 
-    await eventually(third, "j0 finished and j2 started")
+    await eventually(third, "j0 finished and j2 started", timeout_s)
     out: dict[str, Any] = {}
     for j in jobs:
         wl = await rig.workload_of(j)
@@ -135,7 +135,8 @@ async def test_watch_workers_and_apply_over_kafka_give_the_embedded_statuses(
                     asyncio.create_task(applier.flusher()),
                 ]
                 scaled_quota = await rig.quota("scaled", "2")
-                scaled = await scenario(rig, scaled_quota)
+                # A Faust worker takes its partitions only after a rebalance, slow on a busy machine.
+                scaled = await scenario(rig, scaled_quota, timeout_s=240)
                 for task in tasks:
                     task.cancel()
                 for task in tasks:
