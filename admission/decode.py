@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
-import yaml
 from pydantic import AliasChoices, BaseModel, ValidationError
 
 from kueuestream.admission import dra
@@ -37,6 +36,7 @@ from kueuestream.admission.api.kueue import (
 )
 from kueuestream.admission.api.scheduling import PriorityClass
 from kueuestream.admission.errors import FieldError, join_path
+from kueuestream.admission.strict_yaml import YamlProblem, load_one
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
 CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")
@@ -186,8 +186,8 @@ def _config_from_configmap(manifest: Mapping[str, Any]) -> tuple[str, Any] | Non
         if not isinstance(text, str) or "Configuration" not in text:
             continue
         try:
-            inner = yaml.safe_load(text)
-        except yaml.YAMLError:
+            inner = load_one(text)
+        except YamlProblem:
             return key, None
         if isinstance(inner, Mapping) and inner.get("kind") == "Configuration":
             return key, inner
