@@ -36,6 +36,7 @@ from kueuestream.admission.api.kueue import (
 )
 from kueuestream.admission.api.scheduling import PriorityClass
 from kueuestream.admission.errors import FieldError, join_path
+from kueuestream.admission.names import metadata_errors
 from kueuestream.admission.strict_yaml import YamlProblem, load_one
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
@@ -50,6 +51,8 @@ class Kind:
     api_versions: tuple[str, ...]
     namespaced: bool
     validate: Validator | None = None
+    # The API server's rule for metadata.name: a DNS-1123 subdomain unless this is set.
+    name_is_label: bool = False
 
 
 KINDS: dict[str, Kind] = {
@@ -60,7 +63,7 @@ KINDS: dict[str, Kind] = {
     "Workload": Kind(Workload, KUEUE_VERSIONS, True, v.validate_workload),
     "WorkloadPriorityClass": Kind(WorkloadPriorityClass, KUEUE_VERSIONS, namespaced=False),
     "Configuration": Kind(Configuration, CONFIG_VERSIONS, False, v.validate_configuration),
-    "Namespace": Kind(Namespace, ("v1",), namespaced=False),
+    "Namespace": Kind(Namespace, ("v1",), namespaced=False, name_is_label=True),
     "Job": Kind(Job, ("batch/v1",), True, v.validate_job),
     "PriorityClass": Kind(PriorityClass, ("scheduling.k8s.io/v1",), namespaced=False),
     "ResourceClaimTemplate": Kind(
@@ -94,6 +97,8 @@ class Decoded:
         ident = f"{self.namespace}/{self.name}" if self.namespace else self.name
         if not ident and self.kind == "Configuration":
             return self.kind  # a Configuration has no name of its own; there is only one
+        if not ident.isprintable():
+            ident = repr(ident)  # a NUL or a line break would garble the one-line report
         return f"{self.kind or '<no kind>'} {ident or '<no name>'}"
 
 
@@ -212,19 +217,25 @@ def decode(manifest: Any) -> Decoded:
         if found is None:
             return Decoded(kind, namespace, name, relevant=False)
         key, inner = found
+        # The ConfigMap is an API object with a name of its own.
+        outer = metadata_errors(kind, manifest, namespaced=True)
+        if not name:
+            outer.insert(0, FieldError("metadata.name", "required field is missing"))
         if inner is None:
             return Decoded(
                 "Configuration",
                 namespace,
                 name,
-                errors=[FieldError(f"data[{key}]", "is not valid YAML")],
+                errors=[*outer, FieldError(f"data[{key}]", "is not valid YAML")],
             )
         decoded = decode(inner)
         prefix = f"data[{key}]"
-        decoded.errors = [
+        decoded.errors = outer + [
             FieldError(f"{prefix}.{e.path}" if e.path else prefix, e.message) for e in decoded.errors
         ]
         decoded.name = decoded.name or name
+        if decoded.errors:
+            decoded.obj = None
         return decoded
 
     spec = KINDS.get(kind)
@@ -253,6 +264,10 @@ def decode(manifest: Any) -> Decoded:
         errors.append(FieldError("metadata.name", "required field is missing"))
     if spec.namespaced and meta.get("namespace") in (None, ""):
         errors.append(FieldError("metadata.namespace", f"required: {kind} is namespaced"))
+    if kind != "Configuration":  # Kueue reads its Configuration from a file, not from the API
+        errors += metadata_errors(
+            kind, manifest, namespaced=spec.namespaced, name_is_label=spec.name_is_label
+        )
     try:
         obj = spec.model.model_validate(manifest)
     except ValidationError as err:

@@ -20,17 +20,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kueuestream.admission.events import Action
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.applier import read_decision
 from kueuestream.agents.embedded.memory_log import SyncLog
 from kueuestream.agents.embedded.status_files import StatusDirectory
 from kueuestream.agents.ingest import IngestHandler
 from kueuestream.agents.log_entries import CLOCK_TICK, batch_marker, decode_entry
-from kueuestream.agents.outputs import Out, Role, empty_tables
+from kueuestream.agents.outputs import Out, Role, empty_tables, error_out
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
-from kueuestream.streams.schemas import DecisionRecord, ErrorRecord, WatchEvent
+from kueuestream.streams.schemas import ApplyOutcome, DecisionRecord, ErrorRecord, ErrorSource, WatchEvent
 
 DecisionHook = Callable[[DecisionRecord], None]
 ErrorHook = Callable[[ErrorRecord], None]
@@ -91,6 +92,8 @@ class EmbeddedPipeline:
                 self._last_origin[key] = max(self._last_origin.get(key, (-1, -1)), origin.key())
         # Decisions produced again before reaching these counts are already written.
         self._skip_decisions = dict(self.log.end_offsets_sync(n.decisions))
+        # Decisions produced so far per partition: the offset of the next one.
+        self._decisions_made: dict[int, int] = {}
         self._errors_seen: set[tuple[str, str]] = set()
         for record in self.log.read_sync(n.errors, 0):
             try:
@@ -167,11 +170,7 @@ class EmbeddedPipeline:
             elif out.role == Role.DECISIONS:
                 decisions.setdefault(out.partition, []).append(out)
             elif out.role == Role.ERRORS:
-                error = codec.decode(out.value, ErrorRecord)
-                seen = (str(error.source), error.error)
-                if seen not in self._errors_seen:
-                    self._errors_seen.add(seen)
-                    errors.append(out)
+                self._keep_error(out, errors)
         for p in sorted({o.partition for o in admission}):
             self.log.append_many_sync(
                 n.admission, [(o.key, o.value) for o in admission if o.partition == p], partition=p
@@ -184,8 +183,14 @@ class EmbeddedPipeline:
                 self.log.append_many_sync(n.decisions, [(o.key, o.value) for o in fresh], partition=p)
             for i, out in enumerate(items):
                 decision = read_decision(out.value)
+                offset = self._decisions_made.get(p, 0)
+                self._decisions_made[p] = offset + 1
                 if self.status is not None:
-                    self.status.apply(decision)
+                    outcome, detail = self.status.apply(decision)
+                    # A rejection is in the decision itself; any other failure is news.
+                    if outcome is ApplyOutcome.ERROR and decision.action is not Action.REJECTED:
+                        source = ErrorSource(topic=n.decisions, partition=p, offset=offset)
+                        self._keep_error(error_out(out.value, detail, source), errors)
                 if i >= skip:
                     self.stats.decisions += 1
                     if self.on_decision is not None:
@@ -196,6 +201,13 @@ class EmbeddedPipeline:
                 self.stats.errors += 1
                 if self.on_error is not None:
                     self.on_error(codec.decode(out.value, ErrorRecord))
+
+    def _keep_error(self, out: Out, errors: list[Out]) -> None:
+        error = codec.decode(out.value, ErrorRecord)
+        seen = (str(error.source), error.error)
+        if seen not in self._errors_seen:
+            self._errors_seen.add(seen)
+            errors.append(out)
 
     def next_wakeup_ms(self) -> int | None:
         return self.admission.next_wakeup_ms()
