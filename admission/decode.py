@@ -41,6 +41,12 @@ from kueuestream.admission.strict_yaml import YamlProblem, load_one
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
 CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")
+# Kueue's own API groups. A kind in them is either one Kueuestream reads, one of
+# Kueue's that it does not (valid, none of its business), or a mistake.
+KUEUE_GROUPS = ("kueue.x-k8s.io", "config.kueue.x-k8s.io")
+UNREAD_KUEUE_KINDS = frozenset(
+    {"AdmissionCheck", "MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig", "Topology"}
+)
 
 Validator = Callable[[Any], list[FieldError]]
 
@@ -199,6 +205,43 @@ def _config_from_configmap(manifest: Mapping[str, Any]) -> tuple[str, Any] | Non
     return None
 
 
+def _kind_problem(kind: str, api_version: Any) -> Decoded | None:
+    """For a kind Kueuestream does not read: an error if it is a mistake, else "not ours"."""
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+    if group not in KUEUE_GROUPS or kind in UNREAD_KUEUE_KINDS:
+        return None
+    known = sorted(
+        {k for k, spec in KINDS.items() if any(v.startswith(f"{group}/") for v in spec.api_versions)}
+        | (UNREAD_KUEUE_KINDS if group == "kueue.x-k8s.io" else set())
+    )
+    return Decoded(
+        kind,
+        "",
+        "",
+        errors=[
+            FieldError(
+                "kind", f"unknown kind {kind!r} in {api_version}; the kinds of {group} are {', '.join(known)}"
+            )
+        ],
+    )
+
+
+def is_relevant(manifest: Any) -> bool:
+    """False for what :func:`decode` would call not relevant: valid, of a kind Kueuestream does not read.
+
+    Cheaper than decoding: only the kind, the apiVersion and, for a ConfigMap,
+    whether it carries a Configuration are looked at.
+    """
+    if not isinstance(manifest, Mapping):
+        return True
+    kind, api_version = manifest.get("kind"), manifest.get("apiVersion")
+    if not isinstance(kind, str) or not kind or not isinstance(api_version, str) or not api_version:
+        return True
+    if kind == "ConfigMap" and api_version == "v1":
+        return _config_from_configmap(manifest) is not None
+    return kind in KINDS or _kind_problem(kind, api_version) is not None
+
+
 def decode(manifest: Any) -> Decoded:
     if not isinstance(manifest, Mapping):
         return Decoded(
@@ -211,8 +254,11 @@ def decode(manifest: Any) -> Decoded:
     namespace: str = meta["namespace"] if isinstance(meta.get("namespace"), str) else ""
     if not isinstance(kind, str) or not kind:
         return Decoded("", namespace, name, errors=[FieldError("kind", "required field is missing")])
+    api_version = manifest.get("apiVersion")
+    if not isinstance(api_version, str) or not api_version:
+        return Decoded(kind, namespace, name, errors=[FieldError("apiVersion", "required field is missing")])
 
-    if kind == "ConfigMap" and manifest.get("apiVersion") == "v1":
+    if kind == "ConfigMap" and api_version == "v1":
         found = _config_from_configmap(manifest)
         if found is None:
             return Decoded(kind, namespace, name, relevant=False)
@@ -240,11 +286,14 @@ def decode(manifest: Any) -> Decoded:
 
     spec = KINDS.get(kind)
     if spec is None:
+        problem = _kind_problem(kind, api_version)
+        if problem is not None:
+            problem.namespace, problem.name = namespace, name
+            return problem
         return Decoded(kind, namespace, name, relevant=False)
     if not spec.namespaced:
         # The API server clears metadata.namespace of cluster-scoped objects.
         namespace = ""
-    api_version = manifest.get("apiVersion")
     if api_version not in spec.api_versions:
         return Decoded(
             kind,
