@@ -44,5 +44,5 @@ def run(args: argparse.Namespace) -> int:
             place = where.get(about) if about is not None else None
             print(f"{place or error.source}: {error.error}", file=sys.stderr)
         return EXIT_INVALID
-    sys.stdout.write(dump({"apiVersion": "v1", "kind": "List", "items": admitted.workloads}, args.output))
+    dump({"apiVersion": "v1", "kind": "List", "items": admitted.workloads}, args.output, sys.stdout)
     return 0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
-import yaml
 
+from kueuestream.agents.cli.yaml_output import write_yaml
 from kueuestream.agents.sources.checks import DocumentChecker, check_documents
 from kueuestream.agents.sources.manifests import LoadedDoc, load_file, load_paths, manifest_files
 
@@ -55,7 +55,9 @@ def load_valid(paths: Sequence[str]) -> list[Any] | None:
     return None if docs is None else [doc.manifest for doc in docs]
 
 
-def dump(obj: Any, output: str) -> str:
+def dump(obj: Any, output: str, stream: TextIO) -> None:
+    """Write ``obj`` to ``stream`` as YAML or JSON."""
     if output == "json":
-        return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n"
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=1_000_000)
+        stream.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        write_yaml(obj, stream)
