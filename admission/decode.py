@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
-import yaml
 from pydantic import AliasChoices, BaseModel, ValidationError
 
 from kueuestream.admission import dra
@@ -37,9 +36,17 @@ from kueuestream.admission.api.kueue import (
 )
 from kueuestream.admission.api.scheduling import PriorityClass
 from kueuestream.admission.errors import FieldError, join_path
+from kueuestream.admission.names import metadata_errors
+from kueuestream.admission.strict_yaml import YamlProblem, load_one
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
 CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")
+# Kueue's own API groups. A kind in them is either one Kueuestream reads, one of
+# Kueue's that it does not (valid, none of its business), or a mistake.
+KUEUE_GROUPS = ("kueue.x-k8s.io", "config.kueue.x-k8s.io")
+UNREAD_KUEUE_KINDS = frozenset(
+    {"AdmissionCheck", "MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig", "Topology"}
+)
 
 Validator = Callable[[Any], list[FieldError]]
 
@@ -50,6 +57,8 @@ class Kind:
     api_versions: tuple[str, ...]
     namespaced: bool
     validate: Validator | None = None
+    # The API server's rule for metadata.name: a DNS-1123 subdomain unless this is set.
+    name_is_label: bool = False
 
 
 KINDS: dict[str, Kind] = {
@@ -60,7 +69,7 @@ KINDS: dict[str, Kind] = {
     "Workload": Kind(Workload, KUEUE_VERSIONS, True, v.validate_workload),
     "WorkloadPriorityClass": Kind(WorkloadPriorityClass, KUEUE_VERSIONS, namespaced=False),
     "Configuration": Kind(Configuration, CONFIG_VERSIONS, False, v.validate_configuration),
-    "Namespace": Kind(Namespace, ("v1",), namespaced=False),
+    "Namespace": Kind(Namespace, ("v1",), namespaced=False, name_is_label=True),
     "Job": Kind(Job, ("batch/v1",), True, v.validate_job),
     "PriorityClass": Kind(PriorityClass, ("scheduling.k8s.io/v1",), namespaced=False),
     "ResourceClaimTemplate": Kind(
@@ -94,6 +103,8 @@ class Decoded:
         ident = f"{self.namespace}/{self.name}" if self.namespace else self.name
         if not ident and self.kind == "Configuration":
             return self.kind  # a Configuration has no name of its own; there is only one
+        if not ident.isprintable():
+            ident = repr(ident)  # a NUL or a line break would garble the one-line report
         return f"{self.kind or '<no kind>'} {ident or '<no name>'}"
 
 
@@ -186,12 +197,49 @@ def _config_from_configmap(manifest: Mapping[str, Any]) -> tuple[str, Any] | Non
         if not isinstance(text, str) or "Configuration" not in text:
             continue
         try:
-            inner = yaml.safe_load(text)
-        except yaml.YAMLError:
+            inner = load_one(text)
+        except YamlProblem:
             return key, None
         if isinstance(inner, Mapping) and inner.get("kind") == "Configuration":
             return key, inner
     return None
+
+
+def _kind_problem(kind: str, api_version: Any) -> Decoded | None:
+    """For a kind Kueuestream does not read: an error if it is a mistake, else "not ours"."""
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+    if group not in KUEUE_GROUPS or kind in UNREAD_KUEUE_KINDS:
+        return None
+    known = sorted(
+        {k for k, spec in KINDS.items() if any(v.startswith(f"{group}/") for v in spec.api_versions)}
+        | (UNREAD_KUEUE_KINDS if group == "kueue.x-k8s.io" else set())
+    )
+    return Decoded(
+        kind,
+        "",
+        "",
+        errors=[
+            FieldError(
+                "kind", f"unknown kind {kind!r} in {api_version}; the kinds of {group} are {', '.join(known)}"
+            )
+        ],
+    )
+
+
+def is_relevant(manifest: Any) -> bool:
+    """False for what :func:`decode` would call not relevant: valid, of a kind Kueuestream does not read.
+
+    Cheaper than decoding: only the kind, the apiVersion and, for a ConfigMap,
+    whether it carries a Configuration are looked at.
+    """
+    if not isinstance(manifest, Mapping):
+        return True
+    kind, api_version = manifest.get("kind"), manifest.get("apiVersion")
+    if not isinstance(kind, str) or not kind or not isinstance(api_version, str) or not api_version:
+        return True
+    if kind == "ConfigMap" and api_version == "v1":
+        return _config_from_configmap(manifest) is not None
+    return kind in KINDS or _kind_problem(kind, api_version) is not None
 
 
 def decode(manifest: Any) -> Decoded:
@@ -206,34 +254,46 @@ def decode(manifest: Any) -> Decoded:
     namespace: str = meta["namespace"] if isinstance(meta.get("namespace"), str) else ""
     if not isinstance(kind, str) or not kind:
         return Decoded("", namespace, name, errors=[FieldError("kind", "required field is missing")])
+    api_version = manifest.get("apiVersion")
+    if not isinstance(api_version, str) or not api_version:
+        return Decoded(kind, namespace, name, errors=[FieldError("apiVersion", "required field is missing")])
 
-    if kind == "ConfigMap" and manifest.get("apiVersion") == "v1":
+    if kind == "ConfigMap" and api_version == "v1":
         found = _config_from_configmap(manifest)
         if found is None:
             return Decoded(kind, namespace, name, relevant=False)
         key, inner = found
+        # The ConfigMap is an API object with a name of its own.
+        outer = metadata_errors(kind, manifest, namespaced=True)
+        if not name:
+            outer.insert(0, FieldError("metadata.name", "required field is missing"))
         if inner is None:
             return Decoded(
                 "Configuration",
                 namespace,
                 name,
-                errors=[FieldError(f"data[{key}]", "is not valid YAML")],
+                errors=[*outer, FieldError(f"data[{key}]", "is not valid YAML")],
             )
         decoded = decode(inner)
         prefix = f"data[{key}]"
-        decoded.errors = [
+        decoded.errors = outer + [
             FieldError(f"{prefix}.{e.path}" if e.path else prefix, e.message) for e in decoded.errors
         ]
         decoded.name = decoded.name or name
+        if decoded.errors:
+            decoded.obj = None
         return decoded
 
     spec = KINDS.get(kind)
     if spec is None:
+        problem = _kind_problem(kind, api_version)
+        if problem is not None:
+            problem.namespace, problem.name = namespace, name
+            return problem
         return Decoded(kind, namespace, name, relevant=False)
     if not spec.namespaced:
         # The API server clears metadata.namespace of cluster-scoped objects.
         namespace = ""
-    api_version = manifest.get("apiVersion")
     if api_version not in spec.api_versions:
         return Decoded(
             kind,
@@ -253,6 +313,10 @@ def decode(manifest: Any) -> Decoded:
         errors.append(FieldError("metadata.name", "required field is missing"))
     if spec.namespaced and meta.get("namespace") in (None, ""):
         errors.append(FieldError("metadata.namespace", f"required: {kind} is namespaced"))
+    if kind != "Configuration":  # Kueue reads its Configuration from a file, not from the API
+        errors += metadata_errors(
+            kind, manifest, namespaced=spec.namespaced, name_is_label=spec.name_is_label
+        )
     try:
         obj = spec.model.model_validate(manifest)
     except ValidationError as err:

@@ -34,7 +34,7 @@ def _prefixed_name_problem(value: str) -> str | None:
     if len(value) > 253:
         return f"must be no more than 253 characters, got {len(value)}"
     prefix, slash, _ = value.rpartition("/")
-    if slash and not _DNS_SUBDOMAIN.match(prefix):
+    if slash and not _DNS_SUBDOMAIN.fullmatch(prefix):
         return (
             f"prefix {prefix!r} must be a DNS subdomain: lower-case alphanumerics, '-' and '.', "
             "starting and ending with an alphanumeric"
@@ -47,7 +47,7 @@ def qualified_name_problem(value: str) -> str | None:
     if problem := _prefixed_name_problem(value):
         return problem
     label = value.rpartition("/")[2]
-    if not _DNS_LABEL.match(label) or len(label) > 63:
+    if not _DNS_LABEL.fullmatch(label) or len(label) > 63:
         return (
             f"name {label!r} must be a DNS label: lower-case alphanumerics or '-', "
             "starting and ending with an alphanumeric, at most 63 characters"
@@ -208,7 +208,7 @@ def validate_workload(wl: Workload) -> list[FieldError]:
         if ps.name in seen:
             errors.append(FieldError(f"{path}.name", f"duplicate pod set name {ps.name!r}"))
         seen.add(ps.name)
-        if not _DNS_LABEL.match(ps.name) or len(ps.name) > 63:
+        if not _DNS_LABEL.fullmatch(ps.name) or len(ps.name) > 63:
             errors.append(
                 FieldError(
                     f"{path}.name",
@@ -257,7 +257,7 @@ def validate_configuration(config: Configuration) -> list[FieldError]:
         if problem := _prefixed_name_problem(value):
             return problem
         _, slash, name = value.rpartition("/")
-        if not _DNS_SUBDOMAIN.match(name):
+        if not _DNS_SUBDOMAIN.fullmatch(name):
             return (
                 f"name {name!r} must consist of lower-case alphanumerics, '-' and '.', "
                 "starting and ending with an alphanumeric"

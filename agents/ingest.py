@@ -36,6 +36,7 @@ from kueuestream.agents.log_entries import (
     control_kind,
 )
 from kueuestream.agents.outputs import Out, Table, admission_outs, error_out
+from kueuestream.agents.sources.watch_events import Identified, identify
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import ErrorSource, SourceRef, WatchEvent, WatchEventType
 from kueuestream.streams.topics import BROADCAST
@@ -43,6 +44,28 @@ from kueuestream.streams.topics import BROADCAST
 
 class Refused(Exception):
     """A watch event that cannot be taken in; the message says which object and why."""
+
+
+def _key_mismatch(event: WatchEvent) -> str | None:
+    """Why the event's key (kind, namespace, name, apiVersion) is not its object's own, if it is not.
+
+    The key is what a later DELETED names; taking in an object under another
+    key would leave it behind when the key is deleted.
+    """
+    found = identify(event.object)
+    key = (event.kind, event.namespace, event.name)
+    if isinstance(found, Identified) and found.id == key and found.api_version == event.apiVersion:
+        return None
+    said = f"{event.kind} {event.namespace + '/' if event.namespace else ''}{event.name} ({event.apiVersion})"
+    if isinstance(found, str):
+        return f"watch event for {said!r}: its object cannot be identified: {found}; skipped"
+    kind, namespace, name = found.id
+    held = f"{kind} {namespace + '/' if namespace else ''}{name} ({found.api_version})"
+    return (
+        f"watch event for {said!r} carries another object, {held!r}; an event's kind, namespace, name "
+        "and apiVersion must be its object's own (kind, metadata.namespace, metadata.name, apiVersion); "
+        "skipped"
+    )
 
 
 class IngestHandler:
@@ -148,6 +171,8 @@ class IngestHandler:
         if self.cluster and event.kind == "Job":
             return []  # its Workload comes from the cluster; nothing to read here
         manifest = event.object
+        if (mismatch := _key_mismatch(event)) is not None:
+            raise Refused(mismatch)
         decoded = decode(manifest)
         if decoded.errors:
             raise Refused(f"{decoded.label}: {'; '.join(str(e) for e in decoded.errors)}")

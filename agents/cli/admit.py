@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from typing import Any
 
-from kueuestream.agents.cli.common import EXIT_INVALID, dump, load_valid
+from kueuestream.agents.cli.common import EXIT_INVALID, dump, load_checked
+from kueuestream.agents.sources.manifests import LoadedDoc
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -15,12 +18,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from kueuestream.agents.embedded.runtime import admit_documents
+def _handed_over(docs: list[LoadedDoc]) -> Iterator[Any]:
+    """The manifests, each dropped from ``docs`` as it is taken: once in the log, they are not kept twice."""
+    docs.reverse()
+    while docs:
+        yield docs.pop().manifest
 
-    manifests = load_valid(args.paths)
-    if manifests is None:
+
+def run(args: argparse.Namespace) -> int:
+    from kueuestream.agents.embedded.runtime import admit
+    from kueuestream.agents.sources.watch_events import ObjId, identify
+
+    docs = load_checked(args.paths)
+    if docs is None:
         return EXIT_INVALID
-    items = admit_documents(manifests)
-    sys.stdout.write(dump({"apiVersion": "v1", "kind": "List", "items": items}, args.output))
+    where: dict[ObjId, str] = {}
+    for doc in docs:
+        found = identify(doc.manifest)
+        if not isinstance(found, str):
+            where.setdefault(found.id, doc.where)
+    admitted = admit(_handed_over(docs))
+    if admitted.errors:
+        # What validate's checks let through but the pipeline refused: still a problem, still exit 2.
+        for about, error in admitted.errors:
+            place = where.get(about) if about is not None else None
+            print(f"{place or error.source}: {error.error}", file=sys.stderr)
+        return EXIT_INVALID
+    dump({"apiVersion": "v1", "kind": "List", "items": admitted.workloads}, args.output, sys.stdout)
     return 0

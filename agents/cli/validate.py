@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kueuestream.agents.cli.common import EXIT_INVALID, load_valid
+from kueuestream.agents.cli.common import EXIT_INVALID, count_valid
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -15,8 +15,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    manifests = load_valid(args.paths)
-    if manifests is None:
+    count = count_valid(args.paths)
+    if count is None:
         return EXIT_INVALID
-    print(f"{len(manifests)} objects valid", file=sys.stderr)
+    print(f"{count} objects valid", file=sys.stderr)
     return 0

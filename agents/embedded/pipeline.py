@@ -36,6 +36,7 @@ from typing import Protocol, runtime_checkable
 
 import orjson
 
+from kueuestream.admission.events import Action
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.applier import read_decision
 from kueuestream.agents.embedded.memory_log import SyncLog
@@ -48,11 +49,11 @@ from kueuestream.agents.log_entries import (
     batch_marker,
     decode_entry,
 )
-from kueuestream.agents.outputs import Out, Role, empty_tables
+from kueuestream.agents.outputs import Out, Role, empty_tables, error_out
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
-from kueuestream.streams.schemas import DecisionRecord, ErrorRecord, WatchEvent
+from kueuestream.streams.schemas import ApplyOutcome, DecisionRecord, ErrorRecord, ErrorSource, WatchEvent
 
 DecisionHook = Callable[[DecisionRecord], None]
 ErrorHook = Callable[[ErrorRecord], None]
@@ -152,6 +153,8 @@ class EmbeddedPipeline:
                 except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                     continue
             self._skip_decisions[p] = count
+        # Decisions produced so far per partition: the offset of the next one.
+        self._decisions_made: dict[int, int] = {}
         self._errors_seen: set[tuple[str, str]] = set()
         for record in self.log.read_sync(n.errors, 0):
             try:
@@ -255,11 +258,7 @@ class EmbeddedPipeline:
             elif out.role == Role.DECISIONS:
                 decisions.setdefault(out.partition, []).append(out)
             elif out.role == Role.ERRORS:
-                error = codec.decode(out.value, ErrorRecord)
-                seen = (str(error.source), error.error)
-                if seen not in self._errors_seen:
-                    self._errors_seen.add(seen)
-                    errors.append(out)
+                self._keep_error(out, errors)
         for p in sorted({o.partition for o in admission}):
             self.log.append_many_sync(
                 n.admission, [(o.key, o.value) for o in admission if o.partition == p], partition=p
@@ -272,8 +271,14 @@ class EmbeddedPipeline:
                 self.log.append_many_sync(n.decisions, [(o.key, o.value) for o in fresh], partition=p)
             for i, out in enumerate(items):
                 decision = read_decision(out.value)
+                offset = self._decisions_made.get(p, 0)
+                self._decisions_made[p] = offset + 1
                 if self.status is not None:
-                    self.status.apply(decision)
+                    outcome, detail = self.status.apply(decision)
+                    # A rejection is in the decision itself; any other failure is news.
+                    if outcome is ApplyOutcome.ERROR and decision.action is not Action.REJECTED:
+                        source = ErrorSource(topic=n.decisions, partition=p, offset=offset)
+                        self._keep_error(error_out(out.value, detail, source), errors)
                 if i >= skip:
                     self.stats.decisions += 1
                     if self.on_decision is not None:
@@ -284,6 +289,13 @@ class EmbeddedPipeline:
                 self.stats.errors += 1
                 if self.on_error is not None:
                     self.on_error(codec.decode(out.value, ErrorRecord))
+
+    def _keep_error(self, out: Out, errors: list[Out]) -> None:
+        error = codec.decode(out.value, ErrorRecord)
+        seen = (str(error.source), error.error)
+        if seen not in self._errors_seen:
+            self._errors_seen.add(seen)
+            errors.append(out)
 
     def next_wakeup_ms(self) -> int | None:
         return self.admission.next_wakeup_ms()

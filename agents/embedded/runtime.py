@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -13,7 +14,8 @@ from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.status_files import StatusDirectory
 from kueuestream.agents.embedded.stop_signals import StopRequest
 from kueuestream.agents.sources.folder import FolderSource, known_objects
-from kueuestream.agents.sources.watch_events import listing_events
+from kueuestream.agents.sources.watch_events import ObjId, listing_events
+from kueuestream.streams import codec
 from kueuestream.streams.file_log import DEFAULT_DIRECTORY, FileLog
 from kueuestream.streams.log import LogError
 from kueuestream.streams.schemas import DecisionRecord, ErrorRecord
@@ -193,18 +195,48 @@ def run_source(
     return code
 
 
-def admit_documents(manifests: Iterable[Any], *, time_ms: int | None = None) -> list[dict[str, Any]]:
-    """Admit a set of manifests through the pipeline's handlers, in memory; Workloads with status.
+@dataclass(slots=True)
+class Admitted:
+    """What admitting a listing gives: every Workload with its status, and the errors recorded.
+
+    Each error comes with the identity (kind, namespace, name) of the object
+    whose watch event it is about, when it is about one.
+    """
+
+    workloads: list[dict[str, Any]]
+    errors: list[tuple[ObjId | None, ErrorRecord]]
+
+
+def admit(manifests: Iterable[Any], *, time_ms: int | None = None) -> Admitted:
+    """Admit a set of manifests through the pipeline's handlers, in memory.
 
     The manifests are one listing (one batch), admitted to quiescence with the
-    runtime playing the job controller, exactly as ``run --once`` would.
-    Manifests that cannot even be identified (no kind, no name) are skipped;
-    ``kueuestream validate`` reports them.
+    runtime playing the job controller, exactly as ``run --once`` would, and
+    the errors are those ``run`` would record for them. Manifests that cannot
+    even be identified (no kind, no name) are skipped; ``kueuestream validate``
+    reports them.
     """
     timestamp = now_ms() if time_ms is None else time_ms
     events, _ = listing_events(manifests, timestamp)
-    pipeline = EmbeddedPipeline(MemoryLog())
+    log = MemoryLog()
+    pipeline = EmbeddedPipeline(log)
     pipeline.submit(events)
+    # The log holds the events now; keep their keys only, not a second copy of every object.
+    keys = [(e.kind, e.namespace, e.name) for e in events]
+    del events
     pipeline.pump()
     pipeline.advance_clock()
-    return pipeline.admission.workload_objects()
+    errors: list[tuple[ObjId | None, ErrorRecord]] = []
+    for record in log.read_sync(pipeline.names.errors, 0):
+        error = codec.decode(record.value, ErrorRecord)
+        offset = error.source.offset
+        about = None
+        if error.source.topic == pipeline.names.watch and offset is not None and offset < len(keys):
+            about = keys[offset]
+        errors.append((about, error))
+    return Admitted(pipeline.admission.workload_objects(), errors)
+
+
+def admit_documents(manifests: Iterable[Any], *, time_ms: int | None = None) -> list[dict[str, Any]]:
+    """The Workloads of :func:`admit`, with their status."""
+    return admit(manifests, time_ms=time_ms).workloads

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kueuestream.admission.api.config import Configuration
@@ -21,33 +21,52 @@ class Report:
         return not self.problems
 
 
-def check_documents(docs: Sequence[LoadedDoc]) -> Report:
-    """Lines are ``FILE:DOC_INDEX: Kind namespace/name: field.path: what is wrong``."""
-    report = Report()
-    seen: dict[tuple[str, str, str], str] = {}
-    configs: list[tuple[str, str]] = []  # (where, label)
-    for doc in docs:
-        decoded = decode(doc.manifest)
-        for err in decoded.errors:
-            report.problems.append(f"{doc.where}: {decoded.label}: {err}")
-        if decoded.errors or not decoded.relevant:
-            continue
-        if isinstance(decoded.obj, Configuration):
-            configs.append((doc.where, decoded.label))
-            report.warnings.extend(f"{doc.where}: {w}" for w in config_warnings(decoded.obj))
-            continue
-        ident = (decoded.kind, decoded.namespace, decoded.name)
-        if ident in seen:
-            report.problems.append(
-                f"{doc.where}: {decoded.label}: metadata.name: defined twice, first at {seen[ident]}; "
-                "each object may appear once"
-            )
-        else:
-            seen[ident] = doc.where
-    if len(configs) > 1:
+class DocumentChecker:
+    """Checks documents as they come, file after file, keeping only what later ones are checked against.
+
+    Lines are ``FILE:DOC_INDEX: Kind namespace/name: field.path: what is wrong``.
+    """
+
+    def __init__(self) -> None:
+        self.report = Report()
+        self.count = 0
+        self._seen: dict[tuple[str, str, str], str] = {}
+        self._configs: list[tuple[str, str]] = []  # (where, label)
+
+    def check(self, docs: Iterable[LoadedDoc]) -> None:
+        report = self.report
+        for doc in docs:
+            self.count += 1
+            where = doc.where
+            decoded = decode(doc.manifest)
+            for err in decoded.errors:
+                report.problems.append(f"{where}: {decoded.label}: {err}")
+            if decoded.errors or not decoded.relevant:
+                continue
+            if isinstance(decoded.obj, Configuration):
+                self._configs.append((where, decoded.label))
+                report.warnings.extend(f"{where}: {w}" for w in config_warnings(decoded.obj))
+                continue
+            ident = (decoded.kind, decoded.namespace, decoded.name)
+            first = self._seen.setdefault(ident, where)
+            if first is not where:
+                report.problems.append(
+                    f"{where}: {decoded.label}: metadata.name: defined twice, first at {first}; "
+                    "each object may appear once"
+                )
+
+    def finish(self) -> Report:
+        configs = self._configs
         for where, label in configs[1:]:
-            report.problems.append(
+            self.report.problems.append(
                 f"{where}: {label}: kind: a second Configuration, the first is at {configs[0][0]}; "
                 "Kueue runs with exactly one"
             )
-    return report
+        return self.report
+
+
+def check_documents(docs: Iterable[LoadedDoc]) -> Report:
+    """Every problem in ``docs``; see :class:`DocumentChecker`."""
+    checker = DocumentChecker()
+    checker.check(docs)
+    return checker.finish()

@@ -12,11 +12,13 @@ it holds, folded), a restart emits only what changed while it was down.
 from __future__ import annotations
 
 import os
+import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kueuestream.admission.decode import is_relevant
 from kueuestream.agents.embedded.memory_log import SyncLog
 from kueuestream.agents.log_entries import control_kind
 from kueuestream.agents.sources.manifests import load_file, manifest_files
@@ -122,11 +124,19 @@ class FolderSource:
             out.errors.append(_error(str(path), None, problem, _head(path)))
         items: list[tuple[int, Identified]] = []
         for doc in loaded.docs:
+            if not is_relevant(doc.manifest):
+                continue  # not Kueue's (a Service, a Topology): a watcher would not send it
             found = identify(doc.manifest)
             if isinstance(found, str):
-                out.errors.append(_error(doc.path, doc.index, found, repr(doc.manifest)))
+                out.errors.append(_error(doc.path, doc.index, found, _shown(doc.manifest)))
                 continue
             manifest: dict[str, Any] = normalize_manifest(found.manifest)
+            try:
+                # The event must be writable to the log; finding out at submit would stop the run.
+                codec.encode_json(manifest, what="manifest")
+            except codec.EncodeError as exc:
+                out.errors.append(_error(doc.path, doc.index, f"{_label(found.id)}: {exc}", _shown(manifest)))
+                continue
             items.append((doc.index, Identified(found.id, found.api_version, manifest)))
         return items
 
@@ -159,6 +169,15 @@ class FolderSource:
 def _label(obj: ObjId) -> str:
     kind, namespace, name = obj
     return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+# An error record keeps the head of the input only; a full repr of a big object would be wasted.
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxstring = 6, 20, 20, 200
+
+
+def _shown(manifest: Any) -> str:
+    return _REPR.repr(manifest)
 
 
 def _head(path: Path) -> str:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-import yaml
+from kueuestream.admission.strict_yaml import load_documents
+from kueuestream.agents.sources.strict_json import JsonProblem, load_json
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -27,7 +27,7 @@ class LoadedDoc:
 @dataclass(slots=True)
 class Loaded:
     docs: list[LoadedDoc]
-    # Problems that stop a file from being read at all, already formatted for the user.
+    # Problems that keep a file or a document of it out, already formatted for the user.
     errors: list[str]
 
 
@@ -45,11 +45,27 @@ def manifest_files(paths: Iterable[str]) -> tuple[list[Path], list[str]]:
     return files, errors
 
 
-def _documents(path: Path, text: str) -> Iterator[Any]:
+@dataclass(frozen=True, slots=True)
+class _Document:
+    value: Any
+    problem: str | None = None
+
+
+def _documents(path: Path, text: str) -> Iterator[_Document]:
     if path.suffix == ".json":
-        yield orjson.loads(text)
+        try:
+            yield _Document(load_json(text))
+        except JsonProblem as err:
+            yield _Document(None, f"not valid JSON: {err}" if err.syntax else str(err))
         return
-    yield from yaml.safe_load_all(text)
+    for document in load_documents(text):
+        problem = document.problem
+        if problem is None:
+            yield _Document(document.value)
+        elif problem.syntax:
+            yield _Document(None, f"not valid YAML: {problem.message}")
+        else:
+            yield _Document(None, f"{problem.label}: {problem.message}" if problem.label else problem.message)
 
 
 def _expand(manifest: Any) -> Iterator[Any]:
@@ -62,41 +78,28 @@ def _expand(manifest: Any) -> Iterator[Any]:
     yield manifest
 
 
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    """PyYAML's text names "<unicode string>"; say line and column in the file instead."""
-    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
-        mark = err.problem_mark
-        detail = f"line {mark.line + 1}, column {mark.column + 1}: {err.problem}"
-        if err.context:
-            context = err.context
-            if err.context_mark is not None:
-                context += f" at line {err.context_mark.line + 1}, column {err.context_mark.column + 1}"
-            detail += f" ({context})"
-        return " ".join(detail.split())
-    return " ".join(str(err).split())
-
-
 def load_file(path: Path) -> Loaded:
+    """The objects of one file, and the problems that keep any of its documents out.
+
+    A document that breaks a rule (a duplicate key, an alias bomb, ...) is
+    reported and the next one is read; after a syntax error nothing more of
+    the file can be.
+    """
     out = Loaded([], [])
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         out.errors.append(f"{path}: cannot read: {err}")
         return out
+    where = str(path)
     # DOC_INDEX is the document's position in the file, empty documents included,
     # so that it points at the right `---` section; a List's items share their
     # document's index.
-    index = 0
-    try:
-        for doc in _documents(path, text):
-            if doc is not None:
-                for manifest in _expand(doc):
-                    out.docs.append(LoadedDoc(str(path), index, manifest))
-            index += 1
-    except yaml.YAMLError as err:
-        out.errors.append(f"{path}:{index}: not valid YAML: {_yaml_problem(err)}")
-    except orjson.JSONDecodeError as err:
-        out.errors.append(f"{path}:{index}: not valid JSON: {' '.join(str(err).split())}")
+    for index, document in enumerate(_documents(path, text)):
+        if document.problem is not None:
+            out.errors.append(f"{where}:{index}: {document.problem}")
+        elif document.value is not None:
+            out.docs.extend(LoadedDoc(where, index, manifest) for manifest in _expand(document.value))
     return out
 
 

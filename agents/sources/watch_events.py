@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kueuestream.admission.decode import is_relevant
 from kueuestream.agents.log_entries import BATCH_BEGIN, BATCH_END, batch_marker
 from kueuestream.streams.schemas import WatchEvent, WatchEventType
 
@@ -132,10 +133,16 @@ def as_batch(
 def listing_events(
     manifests: Iterable[Any], timestamp: int, cluster: str = DEFAULT_CLUSTER
 ) -> tuple[list[WatchEvent], list[str]]:
-    """ADDED events for a listing, as one batch; and the manifests that cannot be events."""
+    """ADDED events for a listing, as one batch; and the manifests that cannot be events.
+
+    Objects of kinds Kueuestream does not read (a Service, Kueue's Topology)
+    are left out, as a watcher would not watch them.
+    """
     items: list[Identified] = []
     problems: list[str] = []
     for manifest in manifests:
+        if not is_relevant(manifest):
+            continue
         found = identify(manifest)
         if isinstance(found, str):
             problems.append(found)

@@ -224,7 +224,7 @@ def test_yaml_syntax_error_names_file_and_document(
     assert code == 2
     # the first document is still read and checked; lines and columns count from the top of the file
     assert lines == [
-        f"{path}:1: not valid YAML: line 8, column 1: expected ',' or ']', but got '<stream end>' "
+        f"{path}:1: not valid YAML: line 8, column 1: did not find expected ',' or ']' "
         "(while parsing a flow sequence at line 7, column 18)"
     ]
 

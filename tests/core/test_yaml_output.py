@@ -1,0 +1,133 @@
+"""admit's YAML output is byte for byte what PyYAML's safe_dump writes, only faster."""
+
+from __future__ import annotations
+
+import copy
+import io
+from typing import Any
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kueuestream.agents.cli.yaml_output import write_yaml
+
+# Strings like those in Workload status, and strings that stress quoting.
+WORDS = st.sampled_from(
+    [
+        "QuotaReserved",
+        "True",
+        "False",
+        "true",
+        "yes",
+        "null",
+        "~",
+        "=",
+        "1",
+        "0.5",
+        "1e3",
+        "0x1F",
+        "2024-01-01T00:00:00Z",
+        "2024-01-01",
+        "nvidia.com/gpu",
+        "cq-1",
+        "team-a/job",
+        "a,b",
+        "a: b",
+        "a:b",
+        "a:",
+        "-a",
+        "- a",
+        "-",
+        "?",
+        "? x",
+        ":x",
+        "# x",
+        "a #b",
+        "a#b",
+        "'q'",
+        '"q"',
+        "it's",
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default",
+        " lead",
+        "trail ",
+        "two  spaces",
+        "",
+        "x" * 150,
+        "tab\there",
+        "line\nbreak",
+        "ünïcode",
+        "a\x00b",
+        "[x]",
+        "{x}",
+        "*x",
+        "&x",
+        "!x",
+        "|x",
+        ">x",
+        "%x",
+        "@x",
+        "`x",
+        "(x)",
+        "a=b",
+        "a+b",
+        "a;b",
+        "~x",
+    ]
+)
+TEXT = st.one_of(WORDS, st.text(max_size=12), st.text(alphabet="ab -:#,'\"?.", max_size=8))
+SCALARS = st.one_of(TEXT, st.integers(-(2**63), 2**63), st.booleans(), st.none(), st.floats(allow_nan=False))
+DATA = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(TEXT, inner, max_size=4)),
+    max_leaves=30,
+)
+
+
+def written(data: Any) -> str:
+    out = io.StringIO()
+    write_yaml(data, out)
+    return out.getvalue()
+
+
+def pyyaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1_000_000)
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=DATA)
+def test_any_data_is_written_as_pyyaml_writes_it(data: Any) -> None:
+    assert written(data) == pyyaml(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(st.dictionaries(TEXT, DATA, max_size=5), max_size=5), kind=WORDS)
+def test_a_list_document_is_written_as_pyyaml_writes_it(items: list[Any], kind: str) -> None:
+    data = {"apiVersion": "v1", "kind": kind, "items": items}
+    assert written(data) == pyyaml(data)
+
+
+def test_a_workload_list() -> None:
+    item = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "job", "namespace": "team-a"},
+        "spec": {"podSets": [{"name": "main", "count": 2, "template": {"spec": {"containers": [{}]}}}]},
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set main: insufficient quota",
+                    "lastTransitionTime": "2024-01-01T00:00:00Z",
+                }
+            ],
+            "admission": None,
+        },
+    }
+    other = copy.deepcopy(item)
+    other["metadata"]["name"] = "ünï"
+    data = {"apiVersion": "v1", "kind": "List", "items": [item, other]}
+    assert written(data) == pyyaml(data)
+    assert yaml.safe_load(written(data)) == data
