@@ -10,11 +10,15 @@ from typing import Any, TextIO
 
 import yaml
 
+from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.kafka_commands import EXIT_FAILED, EXIT_INVALID, report_invalid
 from kueuestream.agents.simulator.generator import GeneratorError
 from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline, KafkaSimPipeline
 from kueuestream.agents.simulator.plots import admission_plot, usage_plot
 from kueuestream.agents.simulator.scenario_run import ProgressBar, SimResult, run_scenario, scenario_from
 from kueuestream.agents.simulator.summary import RangeSpec, check, class_admission_times
+from kueuestream.streams.kafka_settings import KafkaSettings, KafkaSettingsError, KafkaTarget, kafka_settings
+from kueuestream.streams.log import LogError
 
 
 def _load_config(path: str) -> dict[str, Any]:
@@ -101,16 +105,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", metavar="DIR", default="simulation", help="summary, stats and plots")
     p.add_argument("--broker", metavar="kafka://HOST:PORT", help="run through Kafka instead of embedded")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_kafka_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    kafka = None
+    if args.broker is not None:
+        kafka = settings_or_report(args, args.broker)
+        if kafka is None:
+            return EXIT_INVALID
     return run_simulate(
         args.generator,
         rangespec=args.rangespec,
         configs=list(args.config or []),
         out=args.out,
-        broker=args.broker,
+        broker=kafka,
         progress=not args.no_progress,
     )
 
@@ -121,28 +131,37 @@ def run_simulate(
     rangespec: str | None = None,
     configs: Sequence[str] = (),
     out: str = "simulation",
-    broker: str | None = None,
+    broker: KafkaTarget | None = None,
     progress: bool = True,
     stream: TextIO | None = None,
 ) -> int:
     stream = stream or sys.stdout
+    kafka: KafkaSettings | None = None
     try:
+        if broker is not None:
+            kafka = kafka_settings(broker)
         scenario = scenario_from(generator)
         spec = RangeSpec.load(rangespec) if rangespec else None
         runs: list[tuple[str, list[dict[str, Any]]]] = (
             [(Path(c).stem, [_load_config(c)]) for c in configs] if configs else [("", [])]
         )
+    except KafkaSettingsError as err:
+        report_invalid(err)
+        return EXIT_INVALID
     except (GeneratorError, OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_INVALID
     out_dir = Path(out)
     results: list[SimResult] = []
     for label, extra in runs:
         run_dir = out_dir / label if label and len(runs) > 1 else out_dir
-        pipeline = KafkaSimPipeline(broker) if broker else EmbeddedSimPipeline(run_dir / "log")
         bar = ProgressBar(f"simulate {label}".strip(), enabled=progress and sys.stderr.isatty())
         try:
+            pipeline = KafkaSimPipeline(kafka) if kafka else EmbeddedSimPipeline(run_dir / "log")
             result = run_scenario(scenario, pipeline, extra_objects=extra, progress=bar)
+        except LogError as err:
+            print(f"error: {kafka.redact(str(err)) if kafka else err}", file=sys.stderr)
+            return EXIT_FAILED
         finally:
             bar.close()
         result.label = label

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.kafka_commands import EXIT_INVALID
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("worker", help="a Faust worker on Kafka; any number share the shards")
@@ -17,14 +20,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="write no clock ticks: time moves only with the events the sources write",
     )
+    add_kafka_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.faust_worker.app import run_worker
 
+    settings = settings_or_report(args, args.broker)
+    if settings is None:
+        return EXIT_INVALID
     return run_worker(
-        args.broker,
+        settings,
         app_id=args.app_id,
         prefix=args.topic_prefix,
         datadir=args.datadir,
