@@ -30,9 +30,11 @@ sorted order, ties fall back to names.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kueuestream.admission import drs
+from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.api.kueue import ResourceFlavor
 from kueuestream.admission.drs import Share, Weights
 from kueuestream.admission.preemption import (
     IN_CLUSTER_QUEUE,
@@ -50,7 +52,7 @@ from kueuestream.admission.preemption import (
 from kueuestream.admission.quota import FR, QuotaNode
 
 if TYPE_CHECKING:
-    from kueuestream.admission.engine import Engine, Entry
+    from kueuestream.admission.scheduler import Entry
     from kueuestream.admission.state import ClusterQueueRecord
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
@@ -99,28 +101,45 @@ def _path_to_root(node: QuotaNode) -> Iterator[QuotaNode]:
         ancestor = ancestor.parent
 
 
-class FairSharing:
-    """The engine's fair-sharing half: ``order`` and ``targets``."""
+class QuotaTree(Protocol):
+    """What fair sharing reads: the configuration, the flavors (for their weights) and the quota tree."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    @property
+    def config(self) -> Configuration: ...
+
+    @property
+    def flavors(self) -> Mapping[str, ResourceFlavor]: ...
+
+    @property
+    def cohorts(self) -> Mapping[str, QuotaNode]: ...
+
+    @property
+    def cq_nodes(self) -> Mapping[str, QuotaNode]: ...
+
+
+class FairSharing:
+    """The scheduler's fair-sharing half: ``order`` and ``targets``, and the nodes' shares."""
+
+    def __init__(self, tree: QuotaTree) -> None:
+        self.tree = tree
 
     # ---------------------------------------------------------------- helpers
 
     @property
     def weights(self) -> Weights:
-        return drs.flavor_weights(self.engine.flavors)
+        return drs.flavor_weights(self.tree.flavors)
 
     def gate(self, name: str) -> bool:
-        gates: dict[str, bool] = self.engine.config.feature_gates
+        config = self.tree.config
+        gates: dict[str, bool] = config.feature_gates
         if name in gates:
             return gates[name]
         if name in FAIR_SHARING_GATES:
             return FAIR_SHARING_GATES[name]
-        return bool(self.engine.config.gate(name))
+        return bool(config.gate(name))
 
     def strategies(self) -> list[Strategy]:
-        config = self.engine.config.fair_sharing
+        config = self.tree.config.fair_sharing
         names: list[str] = list(config.preemption_strategies) if config is not None else []
         if not names:
             names = [LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE]
@@ -129,11 +148,12 @@ class FairSharing:
     def statuses(self) -> dict[tuple[str, str], dict[str, Any]]:
         """``status.fairSharing`` of every ClusterQueue and Cohort, keyed by (kind, name)."""
         weights = self.weights
+        cohorts, cq_nodes = self.tree.cohorts, self.tree.cq_nodes
         out: dict[tuple[str, str], dict[str, Any]] = {}
-        for name in sorted(self.engine.cohorts):
-            out[("Cohort", name)] = drs.fair_sharing_status(self.engine.cohorts[name], weights)
-        for name in sorted(self.engine.cqs):
-            out[("ClusterQueue", name)] = drs.fair_sharing_status(self.engine.cqs[name].node, weights)
+        for name in sorted(cohorts):
+            out[("Cohort", name)] = drs.fair_sharing_status(cohorts[name], weights)
+        for name in sorted(cq_nodes):
+            out[("ClusterQueue", name)] = drs.fair_sharing_status(cq_nodes[name], weights)
         return out
 
     # ------------------------------------------------------------------ order

@@ -12,12 +12,21 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
-MAX_PREFIX = 253 - 6
+JOB_GROUP = "batch"
+HASH_LENGTH = 5
+# Kueue's limit on a Workload name (ShortWorkloadNames, alpha and off, would make it 63).
+MAX_NAME = 253
+MAX_PREFIX = MAX_NAME - 1 - HASH_LENGTH
 
 
-def workload_name(kind: str, owner: str, uid: str) -> str:
-    """``<kind>-<owner>-<hash>`` like Kueue; the hash tells same-named owners apart."""
-    digest = hashlib.sha1(f"{kind}/{owner}/{uid}".encode()).hexdigest()[:5]
+def workload_name(kind: str, owner: str, uid: str, group: str = JOB_GROUP) -> str:
+    """``<kind>-<owner>-<hash>``, the name Kueue gives the Workload of an owner.
+
+    The prefix is cut to fit the name limit; the hash, over the owner's kind,
+    group, name and UID, tells apart owners whose names share that prefix and
+    owners of other kinds with the same name.
+    """
+    digest = hashlib.sha1(f"{kind}\n{group}\n{owner}\n{uid}".encode()).hexdigest()[:HASH_LENGTH]
     prefix = f"{kind.lower()}-{owner}"[:MAX_PREFIX]
     return f"{prefix}-{digest}"
 

@@ -10,7 +10,7 @@ from typing import Any
 from kueuestream.admission.api.kueue import ClusterQueue, Workload
 from kueuestream.admission.assignment import PodSetAssignment, PodSetRequest, QueueView
 from kueuestream.admission.events import Action
-from kueuestream.admission.queues import OrderKey, PendingQueue, WorkloadKey
+from kueuestream.admission.queues import OrderKey, WorkloadKey
 from kueuestream.admission.quota import FR, QuotaNode
 from kueuestream.admission.status import Conditions
 
@@ -26,7 +26,6 @@ class ClusterQueueRecord:
     obj: ClusterQueue
     node: QuotaNode
     view: QueueView
-    queue: PendingQueue
     # Why no workload can be admitted here at all, or "" when active.
     inactive_reason: str = ""
 

@@ -3,6 +3,13 @@
 It validates each watch event, routes the object to its shard (a cohort tree,
 see :mod:`kueuestream.agents.ingest_routing`) and closes batches with TICKs so
 every shard with undecided records schedules.
+
+With a cluster behind the watch (``cluster=True``), Kueue's job integration
+(:mod:`kueuestream.agents.kube.jobs`) creates each queued Job's Workload in the
+cluster, so Jobs are not turned into Workloads here, and a Workload whose
+reservation that integration cleared after an eviction
+(:func:`kueuestream.agents.kube.stop_signal.job_stopped`) also yields a STOPPED
+record for its shard: its job has stopped and its quota can be released.
 """
 
 from __future__ import annotations
@@ -16,11 +23,13 @@ from kueuestream.admission.engine import Engine  # noqa: F401  (registers the DR
 from kueuestream.admission.events import EventType
 from kueuestream.admission.jobs import QUEUE_NAME_LABEL, is_queued
 from kueuestream.agents.ingest_routing import BROADCAST_KINDS, Planned, Router, object_key
+from kueuestream.agents.kube.stop_signal import job_stopped
 from kueuestream.agents.log_entries import (
     BATCH_BEGIN,
     BATCH_END,
     CLOCK_TICK,
     WATCH_BATCH,
+    WATCH_PROGRESS,
     WATCH_STREAM,
     AdmissionEntry,
     Origin,
@@ -39,11 +48,14 @@ class Refused(Exception):
 class IngestHandler:
     """kueue.watch -> kueue.admission: validate, route to the shard, close batches."""
 
-    def __init__(self, tables: Mapping[str, Table], *, partitions: int, watch_topic: str) -> None:
+    def __init__(
+        self, tables: Mapping[str, Table], *, partitions: int, watch_topic: str, cluster: bool = False
+    ) -> None:
         self.router = Router(dict(tables))
         self.state = tables["ingest_state"]
         self.partitions = partitions
         self.watch_topic = watch_topic
+        self.cluster = cluster
 
     def handle(self, offset: int, raw: bytes) -> list[Out]:
         source = ErrorSource(topic=self.watch_topic, partition=0, offset=offset)
@@ -53,6 +65,8 @@ class IngestHandler:
             return [error_out(raw, f"malformed watch event: {exc}", source)]
         if event.kind == WATCH_BATCH and control_kind(event.object) == WATCH_BATCH:
             return self._batch_edge(event, offset)
+        if event.kind == WATCH_PROGRESS and control_kind(event.object) == WATCH_PROGRESS:
+            return []  # the watcher's own bookkeeping: no object changed
         outs: list[Out] = []
         try:
             planned = self._route(event)
@@ -131,6 +145,8 @@ class IngestHandler:
             if kind == "LocalQueue":
                 return r.delete_local_queue(event.namespace, event.name)
             return r.delete_workload(kind, event.namespace, event.name)
+        if self.cluster and event.kind == "Job":
+            return []  # its Workload comes from the cluster; nothing to read here
         manifest = event.object
         decoded = decode(manifest)
         if decoded.errors:
@@ -156,9 +172,13 @@ class IngestHandler:
         if isinstance(obj, LocalQueue):
             return r.upsert_local_queue(ns, name, obj.spec.cluster_queue, manifest)
         if isinstance(obj, Workload):
-            return r.upsert_workload("Workload", ns, name, obj.spec.queue_name, manifest)
+            planned = r.upsert_workload("Workload", ns, name, obj.spec.queue_name, manifest)
+            if self.cluster and job_stopped(obj):
+                planned.append(Planned(planned[-1].shard, EventType.STOPPED, "Workload", ns, name))
+            return planned
         if isinstance(obj, Job):
-            if not is_queued(obj):
-                return []  # not Kueue's to admit; Kueue ignores it too
+            if self.cluster or not is_queued(obj):
+                # Not Kueue's to admit (Kueue ignores it too), or its Workload comes from the cluster.
+                return []
             return r.upsert_workload("Job", ns, name, obj.metadata.labels[QUEUE_NAME_LABEL], manifest)
         raise Refused(f"{decoded.label}: Kueuestream has no route for kind {kind}; skipped")

@@ -14,6 +14,10 @@ them ignores them (``kueuestream.admission.decode`` calls unknown kinds irreleva
 - ``WatchBatch`` (in ``kueue.watch``), named ``begin`` or ``end``: the events
   between them are one batch (an initial listing, a folder) and scheduling waits
   for its end, so that the order of a listing decides nothing.
+- ``WatchProgress`` (in ``kueue.watch``), named after a kind: how far a
+  Kubernetes watcher has seen that kind (``resourceVersion``), written after a
+  list and on bookmarks so that a restarted watcher resumes from there.
+  Ingest passes it by.
 - ``ShardHandover`` (in ``kueue.admission``), phases ``Out``, ``Expect`` and
   ``In``: moves ClusterQueues, LocalQueues and their Workloads from one shard to
   another when a cohort tree changes (see :mod:`kueuestream.agents.admission_shards`).
@@ -30,6 +34,7 @@ from kueuestream.streams.schemas import AdmissionRecord, NonNegativeInt, WatchEv
 
 GROUP_VERSION = "kueuestream.io/v1alpha1"
 WATCH_BATCH = "WatchBatch"
+WATCH_PROGRESS = "WatchProgress"
 SHARD_HANDOVER = "ShardHandover"
 BATCH_BEGIN = "begin"
 BATCH_END = "end"
@@ -84,7 +89,7 @@ def control_kind(manifest: dict[str, Any] | None) -> str:
     """The kind of one of our control manifests, or "" for anything else."""
     if isinstance(manifest, dict) and manifest.get("apiVersion") == GROUP_VERSION:
         kind = manifest.get("kind")
-        if kind in (WATCH_BATCH, SHARD_HANDOVER):
+        if kind in (WATCH_BATCH, WATCH_PROGRESS, SHARD_HANDOVER):
             return str(kind)
     return ""
 
@@ -98,6 +103,20 @@ def batch_marker(edge: str, cluster: str, timestamp: int) -> WatchEvent:
         name=edge,
         type=WatchEventType.MODIFIED,
         object=_control(WATCH_BATCH, edge),
+        timestamp=timestamp,
+    )
+
+
+def progress_marker(cluster: str, kind: str, resource_version: str, timestamp: int) -> WatchEvent:
+    """The watch event saying that the watcher has seen ``kind`` up to ``resource_version``."""
+    return WatchEvent(
+        cluster=cluster,
+        kind=WATCH_PROGRESS,
+        apiVersion=GROUP_VERSION,
+        name=kind,
+        type=WatchEventType.MODIFIED,
+        resourceVersion=resource_version,
+        object=_control(WATCH_PROGRESS, kind),
         timestamp=timestamp,
     )
 

@@ -20,80 +20,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Action, Event, EventType
+from tests.helpers import (
+    PREEMPTING,
+    cluster_queue_manifest,
+    flavor_manifest,
+    local_queue_manifest,
+    workload_manifest,
+)
 
 
 def manifests(queues: int, cohorts: int, workloads: int, nominal: int = 20) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
-    ]
+    out: list[dict[str, Any]] = [flavor_manifest("default")]
     for q in range(queues):
         name = f"cq-{q:04d}"
-        out.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": name},
-                "spec": {
-                    "cohortName": f"cohort-{q % cohorts:02d}",
-                    "namespaceSelector": {},
-                    "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu"],
-                            "flavors": [
-                                {
-                                    "name": "default",
-                                    "resources": [
-                                        {"name": "cpu", "nominalQuota": nominal, "borrowingLimit": 100}
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                },
-            }
-        )
-        out.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": "lq", "namespace": f"ns-{q:04d}"},
-                "spec": {"clusterQueue": name},
-            }
-        )
+        groups = [(["cpu"], [("default", {"cpu": nominal})])]
+        cohort = f"cohort-{q % cohorts:02d}"
+        out.append(cluster_queue_manifest(name, groups, cohort=cohort, preemption=PREEMPTING, borrowing=100))
+        out.append(local_queue_manifest("lq", name, f"ns-{q:04d}"))
     sizes = [(1, 50), (5, 100), (20, 200)]
     for w in range(workloads):
         q = w % queues
         cpu, priority = sizes[w % 3]
+        created = f"2024-01-01T{(w // 3600) % 24:02d}:{(w // 60) % 60:02d}:{w % 60:02d}Z"
         out.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "Workload",
-                "metadata": {
-                    "name": f"wl-{w:06d}",
-                    "namespace": f"ns-{q:04d}",
-                    "creationTimestamp": (
-                        f"2024-01-01T{(w // 3600) % 24:02d}:{(w // 60) % 60:02d}:{w % 60:02d}Z"
-                    ),
-                },
-                "spec": {
-                    "queueName": "lq",
-                    "priority": priority,
-                    "podSets": [
-                        {
-                            "name": "main",
-                            "count": 1,
-                            "template": {
-                                "spec": {
-                                    "containers": [
-                                        {"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}
-                                    ]
-                                }
-                            },
-                        }
-                    ],
-                },
-            }
+            workload_manifest(
+                f"wl-{w:06d}",
+                "lq",
+                {"cpu": str(cpu)},
+                namespace=f"ns-{q:04d}",
+                priority=priority,
+                created=created,
+            )
         )
     return out
 

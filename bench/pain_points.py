@@ -15,6 +15,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,69 +23,48 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kueuestream.agents.simulator.generator import PlannedWorkload, QueueInfo, Scenario
 from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline
-from kueuestream.agents.simulator.scenario_run import run_scenario
+from kueuestream.agents.simulator.scenario_run import SimResult, run_scenario
 from kueuestream.agents.simulator.summary import Recorder
+from tests.helpers import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 
 HOUR_MS = 3_600_000
 
 
-def _queue(name: str, quotas: list[dict[str, Any]], covered: list[str]) -> list[dict[str, Any]]:
+def _queue(name: str, quotas: dict[str, str]) -> list[dict[str, Any]]:
+    """Flavor ``default``; a BestEffortFIFO ClusterQueue ``name`` with ``quotas`` in it; namespace
+    ``name`` and its LocalQueue ``name``."""
+    groups = [(list(quotas), [("default", quotas)])]
     return [
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": name},
-            "spec": {
-                "namespaceSelector": {},
-                "queueingStrategy": "BestEffortFIFO",
-                "resourceGroups": [
-                    {"coveredResources": covered, "flavors": [{"name": "default", "resources": quotas}]}
-                ],
-            },
-        },
+        flavor_manifest("default"),
+        cluster_queue_manifest(name, groups, spec={"queueingStrategy": "BestEffortFIFO"}),
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": name},
-            "spec": {"clusterQueue": name},
-        },
+        local_queue_manifest(name, name, name),
     ]
 
 
 def _workload(
     queue: str, name: str, cls: str, created_ms: int, runtime_ms: int, requests: dict[str, str]
 ) -> PlannedWorkload:
-    manifest = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": queue},
-        "spec": {
-            "queueName": queue,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {
-                        "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}
-                    },
-                }
-            ],
-        },
-    }
+    manifest = workload_manifest(name, queue, requests, namespace=queue, priority=None, created=None)
     return PlannedWorkload(queue, name, cls, queue, created_ms, runtime_ms, manifest)
 
 
-def _cycles(pipeline: EmbeddedSimPipeline) -> int:
-    states = pipeline.pipeline.admission.states
-    return sum(s.engine.cycles for p in sorted(states) for s in states[p].shards.values())
+def _run(scenario: Scenario, stop_when: Callable[[Recorder], bool]) -> tuple[SimResult, float, int]:
+    """The scenario run through the embedded pipeline until ``stop_when``: its result, the wall
+    time in seconds, and the scheduling cycles of every shard."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pipeline = EmbeddedSimPipeline(Path(tmp) / "log")
+        started = time.perf_counter()
+        result = run_scenario(scenario, pipeline, stop_when=stop_when)
+        wall = time.perf_counter() - started
+        states = pipeline.pipeline.admission.states
+        cycles = sum(s.engine.cycles for p in sorted(states) for s in states[p].shards.values())
+    return result, wall, cycles
 
 
 def gpu_wall(gpu_workloads: int, cpu_workloads: int) -> None:
     q = "gpu-team"
-    quotas = [{"name": "cpu", "nominalQuota": "100000"}, {"name": "nvidia.com/gpu", "nominalQuota": "8"}]
-    objects = _queue(q, quotas, ["cpu", "nvidia.com/gpu"])
+    objects = _queue(q, {"cpu": "100000", "nvidia.com/gpu": "8"})
     gpu = {"cpu": "1", "nvidia.com/gpu": "1"}
     workloads = [_workload(q, f"running-{i}", "running", 0, HOUR_MS, gpu) for i in range(8)]
     # The GPU jobs queue first (1 ms), the CPU-only jobs behind them (2 ms).
@@ -101,12 +81,7 @@ def gpu_wall(gpu_workloads: int, cpu_workloads: int) -> None:
             return True
         return False
 
-    with tempfile.TemporaryDirectory() as tmp:
-        pipeline = EmbeddedSimPipeline(Path(tmp) / "log")
-        started = time.perf_counter()
-        result = run_scenario(scenario, pipeline, stop_when=all_cpu_admitted)
-        wall = time.perf_counter() - started
-        cycles = _cycles(pipeline)
+    result, wall, cycles = _run(scenario, all_cpu_admitted)
     print(
         f"(a) GPU quota saturated (8 of 8), {gpu_workloads:,} GPU workloads queued ahead of "
         f"{cpu_workloads:,} CPU workloads, BestEffortFIFO"
@@ -120,19 +95,14 @@ def gpu_wall(gpu_workloads: int, cpu_workloads: int) -> None:
 
 def fitting_queue(count: int) -> None:
     q = "roomy"
-    objects = _queue(q, [{"name": "cpu", "nominalQuota": str(count)}], ["cpu"])
+    objects = _queue(q, {"cpu": str(count)})
     workloads = [_workload(q, f"wl-{i:04d}", "fits", 1, HOUR_MS, {"cpu": "1"}) for i in range(count)]
     scenario = Scenario(objects, [QueueInfo(q, "cq", "", count * 1000)], workloads)
 
     def all_admitted(rec: Recorder) -> bool:
         return len(rec.workloads) == count and all(w.admitted for w in rec.workloads.values())
 
-    with tempfile.TemporaryDirectory() as tmp:
-        pipeline = EmbeddedSimPipeline(Path(tmp) / "log")
-        started = time.perf_counter()
-        result = run_scenario(scenario, pipeline, stop_when=all_admitted)
-        wall = time.perf_counter() - started
-        cycles = _cycles(pipeline)
+    result, wall, cycles = _run(scenario, all_admitted)
     latest = max(w.time_to_admit_ms for w in result.recorder.workloads.values())
     print(f"(b) one ClusterQueue, {count} pending workloads that all fit")
     print(

@@ -25,110 +25,54 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
-
 from kueuestream.agents.audit.replay import verify  # noqa: E402
 from kueuestream.agents.embedded.memory_log import MemoryLog  # noqa: E402
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline  # noqa: E402
-from kueuestream.agents.faust_worker.publish import ensure_topics  # noqa: E402
+from kueuestream.agents.faust_worker.processes import WorkerProcesses  # noqa: E402
 from kueuestream.agents.sources.watch_events import as_batch, identify, listing_order, watch_event  # noqa: E402
 from kueuestream.agents.topic_names import TopicNames  # noqa: E402
 from kueuestream.streams import codec  # noqa: E402
 from kueuestream.streams.file_log import FileLog  # noqa: E402
-from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url  # noqa: E402
+from kueuestream.streams.kafka_log import KafkaLog  # noqa: E402
 from kueuestream.streams.schemas import DecisionRecord, WatchEvent, WatchEventType  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    T0,
+    cpu_queue,
+    cpu_workload,
+    finished_workload,
+    flavor_manifest,
+    local_queue_manifest,
+)
+from tests.pipeline.kafka_run import TopicReader  # noqa: E402
 
-T0 = 1_700_000_000_000
 NS = "bench"
 
 
-def _cq(name: str, cohort: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "cohort": cohort,
-            "namespaceSelector": {},
-            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu"],
-                    "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 8}]}],
-                }
-            ],
-        },
-    }
-
-
 def cluster() -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [
-        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
-    ]
+    out: list[dict[str, Any]] = [flavor_manifest("default")]
     for c in range(4):
         for q in range(4):
             name = f"cq-{c}-{q}"
-            out.append(_cq(name, f"cohort-{c}"))
-            out.append(
-                {
-                    "apiVersion": "kueue.x-k8s.io/v1beta1",
-                    "kind": "LocalQueue",
-                    "metadata": {"name": f"lq-{c}-{q}", "namespace": NS},
-                    "spec": {"clusterQueue": name},
-                }
-            )
+            out.append(cpu_queue(name, 8, f"cohort-{c}"))
+            out.append(local_queue_manifest(f"lq-{c}-{q}", name, NS))
     return out
 
 
 def workload(i: int, rng: random.Random) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "Workload",
-        "metadata": {"name": f"wl-{i:06d}", "namespace": NS, "creationTimestamp": "2024-01-01T00:00:00Z"},
-        "spec": {
-            "queueName": f"lq-{rng.randrange(4)}-{rng.randrange(4)}",
-            "priority": rng.choice((0, 0, 5)),
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {"name": "c", "resources": {"requests": {"cpu": str(rng.randint(1, 4))}}}
-                            ]
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
-def finished(manifest: dict[str, Any]) -> dict[str, Any]:
-    cond = {
-        "type": "Finished",
-        "status": "True",
-        "reason": "Succeeded",
-        "message": "done",
-        "lastTransitionTime": "2024-01-01T00:00:00Z",
-    }
-    return {**manifest, "status": {"conditions": [cond]}}
+    queue = f"lq-{rng.randrange(4)}-{rng.randrange(4)}"
+    priority = rng.choice((0, 0, 5))
+    return cpu_workload(f"wl-{i:06d}", queue, rng.randint(1, 4), priority=priority, namespace=NS)
 
 
 def event(manifest: dict[str, Any], type_: WatchEventType, ts: int) -> WatchEvent:
@@ -156,7 +100,7 @@ def stream(n: int, seed: int = 1) -> list[tuple[str, WatchEvent]]:
         live.append(wl)
         if len(live) > 16 and len(out) < n:
             done = live.pop(0)
-            out.append(("", event(finished(done), WatchEventType.MODIFIED, ts)))
+            out.append(("", event(finished_workload(done), WatchEventType.MODIFIED, ts)))
     return out
 
 
@@ -214,53 +158,6 @@ def bench_embedded(n: int) -> None:
 # --- kafka ------------------------------------------------------------------------------
 
 
-def start_workers(
-    broker: str, count: int, app_id: str, prefix: str, tmp: Path
-) -> list[subprocess.Popen[bytes]]:
-    procs = []
-    for i in range(count):
-        log = open(tmp / f"worker-{i}.log", "wb")  # noqa: SIM115 (owned by the child)
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "kueuestream",
-                    "worker",
-                    "--broker",
-                    broker,
-                    "--app-id",
-                    app_id,
-                    "--topic-prefix",
-                    prefix,
-                    "--datadir",
-                    str(tmp / f"faust-{i}"),
-                    "--loglevel",
-                    "info",
-                    # Time moves only with the events written: comparable with an embedded run.
-                    "--no-clock",
-                ],
-                cwd=REPO,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        )
-        log.close()
-    # Wait until every worker is ready after the group settled.
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        texts = [(tmp / f"worker-{i}.log").read_text(errors="replace") for i in range(count)]
-        if all(t.rfind("Worker ready") > t.rfind("Revoking previously assigned") >= 0 for t in texts):
-            time.sleep(2)
-            texts2 = [(tmp / f"worker-{i}.log").read_text(errors="replace") for i in range(count)]
-            if all(t2.count("Revoking") == t.count("Revoking") for t, t2 in zip(texts, texts2, strict=True)):
-                return procs
-        time.sleep(0.5)
-    raise SystemExit("workers did not settle")
-
-
 async def kafka_run(
     broker: str, names: TopicNames, events: list[tuple[str, WatchEvent]], rate: float | None
 ) -> tuple[float, list[float]]:
@@ -268,30 +165,21 @@ async def kafka_run(
     last decision and each Workload's latency from publication to its first committed decision."""
     sent: dict[str, float] = {}
     decided: dict[str, float] = {}
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=parse_broker_url(broker),
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-    )
-    await consumer.start()
-    tps = [TopicPartition(names.decisions, p) for p in range(6)]
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, 0)
 
-    async def collect() -> None:
+    async def collect(decisions: TopicReader) -> None:
+        read = [0] * len(decisions.parts)
         while True:
-            batch = await consumer.getmany(timeout_ms=20, max_records=10_000)
+            parts = await decisions.poll(timeout_ms=20)
             now = time.perf_counter()
-            for messages in batch.values():
-                for m in messages:
-                    decided.setdefault(codec.decode(m.value, DecisionRecord).ref.name, now)
+            for p, part in enumerate(parts):
+                for value in part[read[p] :]:
+                    decided.setdefault(codec.decode(value, DecisionRecord).ref.name, now)
+                read[p] = len(part)
 
-    reader = asyncio.ensure_future(collect())
-    try:
-        async with KafkaLog(broker) as kafka:
+    partitions = names.partition_counts()[names.decisions]
+    async with TopicReader(broker, names.decisions, partitions) as decisions, KafkaLog(broker) as kafka:
+        reader = asyncio.ensure_future(collect(decisions))
+        try:
             await kafka.append_many(names.watch, [(b"", codec.encode(e)) for e in listing(T0)], partition=0)
             await asyncio.sleep(3)
             start = time.perf_counter()
@@ -307,32 +195,23 @@ async def kafka_run(
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline and not set(sent) <= set(decided):
                 await asyncio.sleep(0.2)
-        end = max(decided.values()) if decided else time.perf_counter()
-        return end - start, [decided[k] - t for k, t in sent.items() if k in decided]
-    finally:
-        reader.cancel()
-        await consumer.stop()
+        finally:
+            reader.cancel()
+    end = max(decided.values()) if decided else time.perf_counter()
+    return end - start, [decided[k] - t for k, t in sent.items() if k in decided]
 
 
 def bench_kafka(broker: str, n: int, workers: int, rate: float) -> None:
     events = stream(n)
-    ident = uuid.uuid4().hex[:8]
-    names = TopicNames(f"bench{ident}.")
-    asyncio.run(_create(broker, names))
     with tempfile.TemporaryDirectory() as tmp:
-        procs = start_workers(broker, workers, f"bench-{ident}", names.prefix, Path(tmp))
-        try:
-            elapsed, _ = asyncio.run(kafka_run(broker, names, events, None))
-            backlog = TopicNames(f"{names.prefix}paced.")
-            asyncio.run(_create(broker, backlog))
-        finally:
-            _stop(procs)
+        # Workers write no clock ticks: time moves only with the events, as in the embedded runs.
+        with WorkerProcesses.isolated(broker, workers, Path(tmp) / "bulk", tag="bulk", clock=False) as group:
+            elapsed, _ = asyncio.run(kafka_run(broker, group.names, events, None))
         # A second pipeline for the latency run, so the backlog above cannot delay it.
-        procs = start_workers(broker, workers, f"bench-{ident}-paced", backlog.prefix, Path(tmp))
-        try:
-            _, latencies = asyncio.run(kafka_run(broker, backlog, events[: len(events) // 2], rate))
-        finally:
-            _stop(procs)
+        with WorkerProcesses.isolated(
+            broker, workers, Path(tmp) / "paced", tag="paced", clock=False
+        ) as group:
+            _, latencies = asyncio.run(kafka_run(broker, group.names, events[: len(events) // 2], rate))
     label = f"kafka ({workers} worker{'s' if workers > 1 else ''})"
     print(
         f"{label}: {len(events)} events published at once, all decided in {elapsed:.2f}s = "
@@ -341,21 +220,6 @@ def bench_kafka(broker: str, n: int, workers: int, rate: float) -> None:
     print(
         f"{label}: {len(events) // 2} events at {rate:g}/s, watch event -> decision {percentiles(latencies)}"
     )
-
-
-async def _create(broker: str, names: TopicNames) -> None:
-    async with KafkaLog(broker) as kafka:
-        await ensure_topics(kafka, names)
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
 
 
 # --- replay -----------------------------------------------------------------------------

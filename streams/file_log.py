@@ -17,13 +17,17 @@ loss, and the cost of the fsync is shared by the whole batch.
 
 On open every segment is scanned, which validates every CRC and rebuilds the
 in-memory offset index. A damaged batch at the very end of a partition's last
-segment is a torn write from a crash and is cut off (the only write the log
-ever does outside an append). Damage anywhere else would mean losing records
-that were acknowledged, so it raises :class:`~kueuestream.streams.log.CorruptLogError`
-instead of being "repaired".
+segment (a torn write from a crash, or damage to the last batch) is replaced
+by a tombstone (the only write the log ever does outside an append): the
+offsets its records may have had are never used again, so a consumer that
+recorded one of them as processed cannot mistake a later record for it.
+:meth:`FileLog.tombstones_sync` lists them. Damage anywhere else would mean
+losing records followed by others, so it raises
+:class:`~kueuestream.streams.log.CorruptLogError` instead of being "repaired".
 
-Offsets are dense: a partition's records are numbered 0, 1, 2, ... in append
-order, and numbering continues where it stopped after a restart.
+Offsets: a partition's records are numbered 0, 1, 2, ... in append order, and
+numbering continues where it stopped after a restart. They are dense except
+across a tombstone, which no record is ever read from.
 """
 
 from __future__ import annotations
@@ -53,7 +57,14 @@ from kueuestream.streams.log import (
     TopicMismatchError,
     UnknownTopicError,
 )
-from kueuestream.streams.segment_format import Segment, encode_batch, read_segments, scan_segment
+from kueuestream.streams.segment_format import (
+    Segment,
+    Tombstone,
+    encode_batch,
+    encode_tombstone,
+    read_segments,
+    scan_segment,
+)
 from kueuestream.streams.topics import partition_counts, partition_for_key, validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -77,6 +88,31 @@ class LogLockedError(LogError):
 
 class ReadOnlyLogError(LogError):
     """A write was attempted on a log opened with ``read_only=True``."""
+
+
+@dataclass(frozen=True, slots=True)
+class LostRange:
+    """Offsets of one partition whose records are lost (see :mod:`kueuestream.streams.segment_format`).
+
+    ``cut`` is False for damage a read-only open found and left in place: the
+    next writable open replaces it with a tombstone.
+    """
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    note: str
+    cut: bool = True
+
+    def __str__(self) -> str:
+        if self.end <= self.start:
+            offsets = f"no offset (at {self.start})"
+        elif self.end == self.start + 1:
+            offsets = f"offset {self.start}"
+        else:
+            offsets = f"offsets {self.start}..{self.end - 1}"
+        return f"{self.topic} partition {self.partition}, {offsets}: {self.note}"
 
 
 @dataclass(slots=True)
@@ -129,6 +165,8 @@ class FileLog:
         # Set when a write or fsync failed: what reached the disk is unknown, so
         # only reopening (which rescans) can tell.
         self._broken: str | None = None
+        # Partitions appended to with fsync=False since the last persist_sync().
+        self._unsynced: dict[int, _Partition] = {}
         if not read_only:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._lock_fd = _acquire_lock(self.directory / _LOCK_NAME)
@@ -236,6 +274,57 @@ class FileLog:
                 return dict.fromkeys(range(count), 0)
             return {p: part.next_offset for p, part in enumerate(existing.partitions)}
 
+    def lost_sync(self) -> list[LostRange]:
+        """Every range of lost records the log knows of: its tombstones, and damage not cut yet."""
+        with self._lock:
+            self._check_open()
+            lost: list[LostRange] = []
+            for name in sorted(self._topics):
+                for p, part in enumerate(self._topics[name].partitions):
+                    for segment in part.segments:
+                        lost += [LostRange(name, p, t.start, t.end, t.note) for t in segment.tombstones]
+                        if (t := segment.uncut) is not None:
+                            note = f"{t.note}, not cut yet"
+                            lost.append(LostRange(name, p, t.start, t.end, note, cut=False))
+            return lost
+
+    @property
+    def cut_on_open(self) -> list[LostRange]:
+        """The damaged tails this open replaced by tombstones."""
+        return [
+            LostRange(name, p, segment.cut.start, segment.cut.end, segment.cut.note)
+            for name, topic in sorted(self._topics.items())
+            for p, part in enumerate(topic.partitions)
+            for segment in part.segments
+            if segment.cut is not None
+        ]
+
+    def skip_to_sync(self, topic: str, partition: int, offset: int, note: str) -> None:
+        """Never give a record an offset below ``offset``: a tombstone covers the ones skipped.
+
+        For a consumer that recorded an offset as processed which the log no
+        longer holds (its damaged tail was cut off with too short a tombstone).
+        """
+        with self._lock:
+            self._check_open()
+            self._check_writable()
+            count = self.ensure_topic_sync(topic)
+            if not 0 <= partition < count:
+                raise ValueError(f"topic {topic} has partitions 0..{count - 1}, not {partition}")
+            part = self._topics[topic].partitions[partition]
+            if offset <= part.next_offset:
+                return
+            tombstone = Tombstone(part.next_offset, offset, note)
+            try:
+                self._write_batch(part, encode_tombstone(tombstone), offset)
+                if self.fsync:
+                    assert part.fd is not None
+                    os.fdatasync(part.fd)
+            except OSError as exc:
+                self._broken = f"write to {self.directory / topic} failed: {exc}"
+                raise LogError(f"{self._broken}; reopen the log to recover") from exc
+            part.segments[-1].tombstones.append(tombstone)
+
     # --- appending -----------------------------------------------------------
 
     def append_sync(self, topic: str, key: bytes, value: bytes, *, partition: int | None = None) -> Position:
@@ -270,7 +359,7 @@ class FileLog:
             written: list[_Partition] = []
             try:
                 for p, (frame, count_in_batch) in frames.items():
-                    base = self._write_batch(parts[p], frame, count_in_batch)
+                    base = self._write_batch(parts[p], frame, parts[p].next_offset + count_in_batch)
                     written.append(parts[p])
                     for j, i in enumerate(by_partition[p]):
                         positions[i] = Position(topic, p, base + j)
@@ -280,13 +369,34 @@ class FileLog:
                         # fdatasync also persists the new file size, which is all
                         # the metadata an append changes; it skips the mtime.
                         os.fdatasync(part.fd)
+                else:
+                    self._unsynced.update((id(part), part) for part in written)
             except OSError as exc:
                 self._broken = f"write to {self.directory / topic} failed: {exc}"
                 raise LogError(f"{self._broken}; reopen the log to recover") from exc
             return positions
 
-    def _write_batch(self, part: _Partition, frame: list[bytes], count: int) -> int:
-        """Write one encoded batch to the partition's last segment; returns its base offset."""
+    def persist_sync(self) -> None:
+        """Make every append so far durable: one fdatasync per partition written since the last call.
+
+        With ``fsync=False`` an append returns before its records reach the
+        disk; this is the group commit that makes a whole group of appends
+        durable together.
+        """
+        with self._lock:
+            self._check_open()
+            self._check_writable()
+            parts, self._unsynced = list(self._unsynced.values()), {}
+            try:
+                for part in parts:
+                    if part.fd is not None:
+                        os.fdatasync(part.fd)
+            except OSError as exc:
+                self._broken = f"fsync of {self.directory} failed: {exc}"
+                raise LogError(f"{self._broken}; reopen the log to recover") from exc
+
+    def _write_batch(self, part: _Partition, frame: list[bytes], end: int) -> int:
+        """Write one encoded batch or tombstone, ending at ``end``, to the last segment; its base offset."""
         base = part.next_offset
         segment = self._writable_segment(part)
         assert part.fd is not None
@@ -300,9 +410,9 @@ class FileLog:
             raise
         position = segment.size
         segment.size += sum(len(chunk) for chunk in frame)
-        segment.end_offset = base + count
+        segment.end_offset = end
         segment.add_to_index(base, position)
-        part.next_offset = base + count
+        part.next_offset = end
         return base
 
     def _writable_segment(self, part: _Partition) -> Segment:

@@ -210,6 +210,9 @@ class ApplyOutcome(StrEnum):
     APPLIED = "Applied"
     CONFLICT = "Conflict"  # the object changed underneath; the status was not written
     ERROR = "Error"
+    UNCHANGED = "Unchanged"  # the object already had that status; nothing was written
+    SUPERSEDED = "Superseded"  # a newer decision about the same object came first; not written
+    GONE = "Gone"  # the object no longer exists
 
 
 class AppliedRecord(_Record):

@@ -9,12 +9,20 @@ The CRC covers the whole batch, which is what makes a batch all-or-nothing: a
 batch cut short by a crash fails its length or CRC check and is dropped whole.
 The base offset in every batch lets a scan check that offsets run on without
 a gap or an overlap, across batches and across segments.
+
+A tombstone is a batch of no records that holds a range of offsets nobody may
+use again, because records there were lost (cut off as a damaged tail)::
+
+    payload = start offset u64 | 0 u32 | end offset u64 | note (UTF-8)
+
+The next batch starts at ``end``. A reader written before tombstones existed
+refuses a batch of 0 records as corrupt rather than misreading it.
 """
 
 from __future__ import annotations
 
 import bisect
-import logging
+import datetime
 import mmap
 import os
 import struct
@@ -26,12 +34,11 @@ from pathlib import Path
 
 from kueuestream.streams.log import CorruptLogError, Record
 
-log = logging.getLogger(__name__)
-
 MAGIC = 0xB1  # format 1; any other first byte of a frame is not a batch of ours
 FRAME = struct.Struct(">BII")  # magic, payload length, crc32 of payload
 BATCH = struct.Struct(">QI")  # base offset, record count
 RECORD = struct.Struct(">II")  # key length, value length
+TOMBSTONE_END = struct.Struct(">Q")  # end offset, after BATCH in a tombstone's payload
 # A length field beyond this is garbage, not a batch (it also bounds one append_many).
 MAX_BATCH_BYTES = 1 << 30
 # One index entry per this many bytes of segment, like Kafka's index.interval.bytes:
@@ -40,15 +47,29 @@ MAX_BATCH_BYTES = 1 << 30
 INDEX_INTERVAL = 4096
 
 
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """Offsets ``[start, end)`` that held lost records (or may have) and are never used again."""
+
+    start: int
+    end: int
+    note: str  # what was lost, where, when
+
+
 @dataclass(slots=True)
 class Segment:
     base_offset: int
     path: Path
     size: int = 0  # bytes of complete, valid batches
-    end_offset: int = 0  # offset after the segment's last record
+    end_offset: int = 0  # offset after the segment's last record or tombstone
     # Sparse index: the base offset and file position of some batches, ascending.
     index_offsets: array[int] = field(default_factory=lambda: array("q"))
     index_positions: array[int] = field(default_factory=lambda: array("q"))
+    tombstones: list[Tombstone] = field(default_factory=list)
+    # Damage at the tail that a read-only scan found and left in place (reads end before it).
+    uncut: Tombstone | None = None
+    # The tombstone this scan wrote in place of a damaged tail.
+    cut: Tombstone | None = None
 
     def add_to_index(self, base_offset: int, position: int) -> None:
         if not self.index_positions or position - self.index_positions[-1] >= INDEX_INTERVAL:
@@ -75,6 +96,25 @@ def encode_batch(base_offset: int, records: list[tuple[bytes, bytes]]) -> tuple[
     return [FRAME.pack(MAGIC, len(payload), zlib.crc32(payload)), payload], len(records)
 
 
+def encode_tombstone(tombstone: Tombstone) -> list[bytes]:
+    """The frame of a tombstone batch."""
+    payload = (
+        BATCH.pack(tombstone.start, 0) + TOMBSTONE_END.pack(tombstone.end) + tombstone.note.encode("utf-8")
+    )
+    return [FRAME.pack(MAGIC, len(payload), zlib.crc32(payload)), payload]
+
+
+def _read_tombstone(buf: mmap.mmap, start: int, length: int, path: Path, pos: int) -> Tombstone:
+    base, _ = BATCH.unpack_from(buf, start)
+    if length < BATCH.size + TOMBSTONE_END.size:
+        raise CorruptLogError(f"{path} at byte {pos}: a batch of 0 records that is not a tombstone")
+    (end,) = TOMBSTONE_END.unpack_from(buf, start + BATCH.size)
+    if end < base:
+        raise CorruptLogError(f"{path} at byte {pos}: a tombstone ending at {end}, before its start {base}")
+    note = bytes(buf[start + BATCH.size + TOMBSTONE_END.size : start + length])
+    return Tombstone(base, end, note.decode("utf-8", errors="backslashreplace"))
+
+
 def check_frame(buf: mmap.mmap, pos: int, size: int) -> tuple[int, int, int] | str:
     """``(payload length, base offset, count)`` of a valid batch at ``pos``, or what is wrong."""
     if pos + FRAME.size > size:
@@ -94,11 +134,16 @@ def check_frame(buf: mmap.mmap, pos: int, size: int) -> tuple[int, int, int] | s
 
 
 def scan_segment(path: Path, base_offset: int, *, is_last: bool, repair: bool, fsync: bool) -> Segment:
-    """Validate a segment and index it; cut a torn tail off the last one if ``repair``."""
+    """Validate a segment and index it; replace a damaged tail of the last one by a tombstone if ``repair``.
+
+    Without ``repair`` the damage stays, reads end before it, and ``uncut``
+    describes it.
+    """
     segment = Segment(base_offset, path, end_offset=base_offset)
     size = path.stat().st_size
     if size == 0:
         return segment
+    damage: Tombstone | None = None
     with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as buf:
         pos = 0
         offset = base_offset
@@ -106,25 +151,70 @@ def scan_segment(path: Path, base_offset: int, *, is_last: bool, repair: bool, f
             checked = check_frame(buf, pos, size)
             if isinstance(checked, str):
                 _bad_tail(path, pos, size, checked, buf, is_last=is_last)
+                damage = Tombstone(
+                    offset,
+                    offset + _records_that_fit(buf, pos, size, offset),
+                    f"{size - pos} damaged bytes at byte {pos} of {path.name} ({checked})",
+                )
                 break
             length, base, count = checked
-            if base != offset or count < 1:
+            if base != offset:
                 raise CorruptLogError(
                     f"{path} at byte {pos}: batch of {count} records at offset {base}, "
                     f"expected offset {offset}"
                 )
             segment.add_to_index(base, pos)
+            if count == 0:
+                tombstone = _read_tombstone(buf, pos + FRAME.size, length, path, pos)
+                segment.tombstones.append(tombstone)
+                offset = tombstone.end
+            else:
+                offset = base + count
             pos += FRAME.size + length
-            offset = base + count
     segment.size = pos
     segment.end_offset = offset
-    if pos < size and repair:
-        log.warning("%s: cut off a torn write of %d bytes at byte %d", path, size - pos, pos)
-        with open(path, "r+b") as repaired:
-            repaired.truncate(pos)
-            if fsync:
-                os.fsync(repaired.fileno())
+    if damage is None:
+        return segment
+    if not repair:
+        segment.uncut = damage
+        return segment
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cut = Tombstone(damage.start, damage.end, f"{damage.note}, cut off when the log was opened at {when}")
+    frame = b"".join(encode_tombstone(cut))
+    with open(path, "r+b") as repaired:
+        # The tombstone is durable before a byte of the damage goes, so a crash
+        # in between cannot leave the offsets free for reuse.
+        os.pwrite(repaired.fileno(), frame, pos)
+        if fsync:
+            os.fsync(repaired.fileno())
+        repaired.truncate(pos + len(frame))
+        if fsync:
+            os.fsync(repaired.fileno())
+    segment.add_to_index(cut.start, pos)
+    segment.tombstones.append(cut)
+    segment.cut = cut
+    segment.size = pos + len(frame)
+    segment.end_offset = cut.end
     return segment
+
+
+def _records_that_fit(buf: mmap.mmap, pos: int, size: int, offset: int) -> int:
+    """How many records the damaged batch at ``pos`` may have held, at most.
+
+    The larger of what its header declares, when the header is plausible (our
+    magic, the expected offset, a count its declared length can hold), and
+    what the damaged bytes could hold. The first bounds a batch cut short (its
+    header survives), the second a batch damaged in place (its bytes are all
+    there), so one fault of either kind cannot make the bound too small.
+    """
+    by_size = max(0, (size - pos - FRAME.size - BATCH.size) // RECORD.size)
+    if pos + FRAME.size + BATCH.size <= size:
+        magic, length, _ = FRAME.unpack_from(buf, pos)
+        base, count = BATCH.unpack_from(buf, pos + FRAME.size)
+        room = length - BATCH.size
+        if magic == MAGIC and base == offset and count * RECORD.size <= room <= MAX_BATCH_BYTES:
+            return max(int(count), by_size)
+    return by_size
 
 
 def _bad_tail(path: Path, pos: int, size: int, problem: str, buf: mmap.mmap, *, is_last: bool) -> None:

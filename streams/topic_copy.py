@@ -2,8 +2,9 @@
 
 A copy keeps each record in its partition, in order, with its key and value,
 so the copy's partitions are the source's partitions record for record. It
-keeps offsets too when the source's offsets are dense from 0 (a file log, or a
-Kafka topic written without transactions and never truncated by retention)
+keeps offsets too when the source's offsets are dense from 0 (a file log that
+never cut off a damaged tail, or a Kafka topic written without transactions
+and never truncated by retention)
 and the destination starts empty; the report says whether that held, because
 decisions name their input by offset (:class:`kueuestream.streams.schemas.Cause`).
 """

@@ -85,6 +85,84 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 # ============================================================================
+# Kubernetes: a real API server (etcd + kube-apiserver) for the tests marked `kube`
+# (scripts/kube.sh compiles both from Go modules; no controllers run)
+# ============================================================================
+KUBE_SH = REPO_ROOT / "scripts" / "kube.sh"
+
+
+def _kube_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(KUBE_SH), command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def kube_config() -> Iterator[str]:
+    """Path of a kubeconfig for a real Kubernetes API server.
+
+    - ``KUEUESTREAM_KUBECONFIG`` set: that file (what ``.ci/run`` does).
+    - unset under ``CI=true``: the test FAILS; CI must never skip these tests.
+    - unset elsewhere: reuse the API server of ``scripts/kube.sh`` if it is
+      running, else start one for this session and stop it at the end. The
+      first start on a machine compiles etcd and kube-apiserver (~8 min with
+      cold Go caches; cached per user after that). ``pytest -m "not kube"``
+      deselects these tests on a machine without Go.
+
+    Contexts: ``kueuestream-admin`` (current, cluster-admin),
+    ``kueuestream-admin-cert`` and ``kueuestream-controller`` (a user with no
+    RBAC rights until a test binds some). No controllers run: give each test
+    its own namespace and never wait for a deletion to finish.
+    """
+    path = os.environ.get("KUEUESTREAM_KUBECONFIG", "").strip()
+    if path:
+        if not Path(path).is_file():
+            pytest.fail(f"KUEUESTREAM_KUBECONFIG={path} is not a file", pytrace=False)
+        yield path
+        return
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(
+            "KUEUESTREAM_KUBECONFIG is not set under CI=true: .ci/run must start the API server "
+            "(scripts/kube.sh start) and export KUEUESTREAM_KUBECONFIG=PATH",
+            pytrace=False,
+        )
+
+    status = _kube_sh("status", timeout=30).stdout.splitlines()
+    first = status[0].split() if status else []
+    if first[:1] == ["running"] and len(first) == 3:
+        # "running URL KUBECONFIG": someone else's server, leave it running.
+        yield first[2]
+        return
+
+    # Generous: the first start on a machine includes the compile.
+    started = _kube_sh("start", timeout=1800)
+    if started.returncode != 0:
+        pytest.fail(
+            f"scripts/kube.sh start failed (exit {started.returncode}):\n{started.stderr[-4000:]}",
+            pytrace=False,
+        )
+    path = started.stdout.strip().splitlines()[-1]
+    if "already running" in started.stderr:
+        # Another session started it meanwhile: it stops it, not us.
+        yield path
+        return
+    try:
+        yield path
+    finally:
+        _kube_sh("stop", timeout=120)
+
+
+# ============================================================================
+# end of the Kubernetes block
+# ============================================================================
+
+
+# ============================================================================
 # Kafka over SASL_SSL: the SASL_SSL listener scripts/kafka.sh starts beside the
 # PLAINTEXT one (TLS with a client certificate; PLAIN, SCRAM-SHA-256/512)
 # ============================================================================

@@ -4,8 +4,14 @@ Replay runs every partition of the recorded ``kueue.admission`` through fresh
 engines (the same handler the runtimes use) and compares, byte for byte, each
 decision with the recorded one in ``kueue.decisions`` and each record the
 runtime appended itself (handovers, the job controller's STOPPED events) with
-the recorded one. Any difference means the log and the decisions disagree: an
-altered input, a lost or extra record, or an engine that is not deterministic.
+the recorded one. A log written with a cluster behind it, whose jobs' stops
+came through the watch, replays without the job controller stand-in. Any
+difference means the log and the decisions disagree: an altered input, a lost
+or extra record, or an engine that is not deterministic.
+
+Records an embedded log knows it lost (a damaged tail it cut off, in any
+topic, or damage it has not cut yet) are listed, and the replay is not OK even
+when every decision that is left is reproduced.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from kueuestream.admission.events import EventType
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.log_entries import AdmissionEntry, decode_entry, encode_entry
 from kueuestream.agents.topic_names import TopicNames
@@ -90,10 +97,30 @@ def _decision_label(raw: bytes) -> str:
     return f"decision {d.index} of cause {d.cause.shard}@{d.cause.offset} ({what})"
 
 
+def stood_in_for_job_controller(admission: Sequence[Sequence[Record]]) -> bool:
+    """Whether the runtime that wrote ``admission`` stopped evicted jobs itself.
+
+    It did if the log holds a STOPPED record it appended. A log written with a
+    cluster behind it holds none (its stops come through the watch); a log with
+    no eviction at all replays the same either way.
+    """
+    for records in admission:
+        for record in records:
+            with contextlib.suppress(DecodeError):
+                entry = decode_entry(record.value)
+                if entry.type is EventType.STOPPED and entry.origin.stream.startswith("admission/"):
+                    return True
+    return False
+
+
 def verify(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[bytes]]) -> Verdict:
     """Replay ``admission`` and compare with the recorded ``decisions`` (per partition) and follow-ups."""
     partitions = len(admission)
-    handler = AdmissionHandler(partitions=partitions, admission_topic="kueue.admission", job_controller=True)
+    handler = AdmissionHandler(
+        partitions=partitions,
+        admission_topic="kueue.admission",
+        job_controller=stood_in_for_job_controller(admission),
+    )
     verdict = Verdict()
     recorded_followups: dict[FollowUpKey, bytes] = {}
     produced_followups: dict[FollowUpKey, bytes] = {}
@@ -151,28 +178,37 @@ async def _replay(
     spec: str, config_path: str | None, out: TextIO, names: TopicNames, kafka: KafkaSettings | None
 ) -> int:
     async with open_log(spec, kafka) as log:
+        lost = log.lost_sync() if isinstance(log, FileLog) else []
         admission = await read_admission(log, names)
         if config_path is not None:
             from kueuestream.agents.audit.whatif import what_if
 
+            for gap in lost:
+                print(f"warning: the log lost records, the what-if runs without them: {gap}", file=sys.stderr)
             return what_if(admission, config_path, out)
         decisions: list[list[bytes]] = []
         if names.decisions in await log.topics():
             for p in range(await log.partitions(names.decisions)):
                 decisions.append([r.value for r in await read_partition(log, names.decisions, p)])
     verdict = verify(admission, decisions)
+    for gap in lost:
+        print(f"LOST {gap}", file=out)
     if verdict.mismatches:
         first = verdict.mismatches[0]
         print(f"MISMATCH at {first.what}", file=out)
         print(f"  recorded: {first.expected}", file=out)
         print(f"  replayed: {first.got}", file=out)
         return 1
-    print(
-        f"OK: {verdict.records} admission records in {len(admission)} partitions ({verdict.shards} shards) "
+    summary = (
+        f"{verdict.records} admission records in {len(admission)} partitions ({verdict.shards} shards) "
         f"replayed; {verdict.decisions} decisions and {verdict.followups} runtime-appended records "
-        "reproduced byte for byte",
-        file=out,
+        "reproduced byte for byte"
     )
+    if lost:
+        ranges = "1 range" if len(lost) == 1 else f"{len(lost)} ranges"
+        print(f"NOT OK: the log lost records ({ranges} above); of what is left, {summary}", file=out)
+        return 1
+    print(f"OK: {summary}", file=out)
     return 0
 
 

@@ -10,12 +10,18 @@ job controller's STOPPED events, handovers) is dropped and produced again by
 the simulation, because another configuration evicts other Workloads. Those
 records are applied right after the record that caused them, as the embedded
 runtime does; both runs use the same rule, so the differences come from FILE.
+
+Every name in FILE the log never saw is warned about on stderr (an object to
+change that is not there, a flavor, cohort, ClusterQueue, LocalQueue or
+DeviceClass nothing in the log names), since the what-if silently leaves out
+what it cannot find: a typo would otherwise read as "no difference".
 """
 
 from __future__ import annotations
 
+import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -196,8 +202,121 @@ def report(before: Outcome, after: Outcome, out: TextIO) -> None:
         print("  unchanged", file=out)
 
 
+# Kinds the what-if adds to every shard even when the log never had them.
+_ADDED_KINDS = frozenset({"ResourceFlavor", "WorkloadPriorityClass", "PriorityClass"})
+
+
+@dataclass(slots=True)
+class SeenNames:
+    """The names the recorded inputs hold: objects, and the names those objects refer to."""
+
+    objects: set[ObjKey] = field(default_factory=set)
+    cohorts: set[str] = field(default_factory=set)
+    device_classes: set[str] = field(default_factory=set)
+
+    def add(self, kind: str, namespace: str, name: str, obj: dict[str, Any] | None) -> None:
+        self.objects.add((kind, namespace, name))
+        spec = _dict(obj, "spec")
+        if kind == "Cohort":
+            self.cohorts.add(name)
+            self.cohorts.add(str(spec.get("parentName") or ""))
+        elif kind == "ClusterQueue":
+            self.cohorts.add(str(spec.get("cohort") or spec.get("cohortName") or ""))
+        elif kind == "DeviceClass":
+            self.device_classes.add(name)
+        if obj is not None:
+            self.device_classes.update(_device_class_names(obj))
+
+
+def seen_names(admission: Sequence[Sequence[Record]]) -> SeenNames:
+    seen = SeenNames()
+    for records in admission:
+        for record in records:
+            try:
+                entry = decode_entry(record.value)
+            except DecodeError:
+                continue
+            seen.add(entry.kind, entry.namespace, entry.name, entry.object)
+    seen.cohorts.discard("")
+    return seen
+
+
+def unseen_names(
+    seen: SeenNames, config: Configuration | None, overrides: dict[ObjKey, dict[str, Any]]
+) -> list[str]:
+    """What the what-if input names that the log never saw, one sentence each."""
+    known = SeenNames(set(seen.objects), set(seen.cohorts), set(seen.device_classes))
+    for (kind, namespace, name), manifest in overrides.items():
+        known.add(kind, namespace, name, manifest)
+    known.cohorts.discard("")
+    problems: list[str] = []
+    for (kind, namespace, name), manifest in sorted(overrides.items()):
+        label = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+        if (kind, namespace, name) not in seen.objects:
+            problems.append(
+                f"{label} is not in the log: the what-if adds it to every shard"
+                if kind in _ADDED_KINDS
+                else f"{label} is not in the log, so the what-if has nothing to change with it"
+            )
+        spec = _dict(manifest, "spec")
+        if kind == "ClusterQueue":
+            for group in _list(spec.get("resourceGroups")):
+                for flavor in _list(_dict(group).get("flavors")):
+                    ref = str(_dict(flavor).get("name") or "")
+                    if ref and ("ResourceFlavor", "", ref) not in known.objects:
+                        problems.append(f"{label} uses ResourceFlavor {ref}, which is not in the log")
+            cohort = str(spec.get("cohort") or spec.get("cohortName") or "")
+            if cohort and cohort not in seen.cohorts:
+                problems.append(f"{label} joins cohort {cohort}, which nothing in the log names")
+        elif kind == "Cohort":
+            parent = str(spec.get("parentName") or "")
+            if parent and parent not in seen.cohorts:
+                problems.append(f"{label} has parent cohort {parent}, which nothing in the log names")
+        elif kind == "LocalQueue":
+            ref = str(spec.get("clusterQueue") or "")
+            if ref and ("ClusterQueue", "", ref) not in known.objects:
+                problems.append(f"{label} points to ClusterQueue {ref}, which is not in the log")
+        elif kind == "Workload":
+            ref = str(spec.get("queueName") or "")
+            if ref and ("LocalQueue", namespace, ref) not in known.objects:
+                problems.append(f"{label} is queued to LocalQueue {namespace}/{ref}, which is not in the log")
+    if config is not None:
+        for mapping in config.resources.device_class_mappings:
+            for device_class in mapping.device_class_names:
+                if device_class not in known.device_classes:
+                    problems.append(
+                        f"Configuration maps DeviceClass {device_class} to {mapping.name}, but no "
+                        "DeviceClass, claim or template in the log names it"
+                    )
+    return problems
+
+
+def _dict(obj: Any, key: str | None = None) -> dict[str, Any]:
+    value = obj.get(key) if key is not None and isinstance(obj, dict) else obj
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _device_class_names(obj: Any) -> Iterator[str]:
+    """Every ``deviceClassName`` anywhere in a manifest (claims, templates, their subrequests)."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if key == "deviceClassName" and isinstance(value, str):
+                yield value
+            else:
+                yield from _device_class_names(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from _device_class_names(item)
+
+
 def what_if(admission: Sequence[Sequence[Record]], config_path: str, out: TextIO) -> int:
     config, overrides = load_changes(config_path)
+    for problem in unseen_names(seen_names(admission), config, overrides):
+        print(f"warning: {config_path}: {problem}", file=sys.stderr)
     before = simulate(admission, None, None)
     after = simulate(admission, config, overrides)
     records = sum(len(r) for r in admission)

@@ -6,9 +6,22 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kueuestream.agents.cli import admit, drs, publish, replay, run, simulate, transfer, validate, worker
+from kueuestream.agents.cli import (
+    admit,
+    apply,
+    crds,
+    drs,
+    publish,
+    replay,
+    run,
+    simulate,
+    transfer,
+    validate,
+    watch,
+    worker,
+)
 
-COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate)
+COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch, apply)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+    except OSError as exc:
+        # A folder that cannot be written, a full disk: what and why in one line, exit 2.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     return result
 
 

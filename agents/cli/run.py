@@ -1,20 +1,80 @@
-"""``kueuestream run --source DIR``: the embedded runtime, admitting continuously from a folder."""
+"""``kueuestream run``: the embedded runtime, admitting continuously from a folder or a cluster."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("run", help="the embedded runtime: admit continuously from a folder of manifests")
-    p.add_argument("--source", required=True, metavar="DIR", help="folder of manifests, watched")
-    p.add_argument("--status-dir", metavar="DIR", help="one Kueue status file per Workload")
+    p = sub.add_parser(
+        "run", help="the embedded runtime: admit continuously from a folder of manifests or a cluster"
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--source", metavar="DIR", help="folder of manifests, watched")
+    source.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="a cluster: watch it, write Workload status to it, run its queued Jobs",
+    )
     p.add_argument("--log-dir", metavar="DIR", help="the admission log (default ./.kueuestream)")
-    p.add_argument("--once", action="store_true", help="process what is there now, then stop")
+    folder = p.add_argument_group("with --source")
+    folder.add_argument("--status-dir", metavar="DIR", help="one Kueue status file per Workload")
+    folder.add_argument("--once", action="store_true", help="process what is there now, then stop")
+    cluster = p.add_argument_group("with --kubeconfig")
+    cluster.add_argument(
+        "--context", metavar="NAME", help="kubeconfig context (default: its current context)"
+    )
+    cluster.add_argument(
+        "--cluster", metavar="NAME", help="cluster name in the watch events (default: the kubeconfig's)"
+    )
+    config = cluster.add_mutually_exclusive_group()
+    config.add_argument(
+        "--config", metavar="FILE", help="Kueue Configuration file, read at start as Kueue reads it"
+    )
+    config.add_argument(
+        "--config-map",
+        metavar="NAMESPACE/NAME",
+        help="ConfigMap carrying the Kueue Configuration (as kueue-manager-config does), watched",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kueuestream.agents.embedded.runtime import run_source
+    if args.source is not None:
+        flags = {
+            "context": "--context",
+            "cluster": "--cluster",
+            "config": "--config",
+            "config_map": "--config-map",
+        }
+        given = [flag for attr, flag in flags.items() if getattr(args, attr)]
+        if given:
+            print(f"error: {', '.join(given)} go with --kubeconfig, not --source", file=sys.stderr)
+            return 2
+        from kueuestream.agents.embedded.runtime import run_source
 
-    return run_source(args.source, args.status_dir, args.log_dir, once=args.once)
+        return run_source(args.source, args.status_dir, args.log_dir, once=args.once)
+    if args.status_dir or args.once:
+        print(
+            "error: --status-dir and --once go with --source; a cluster keeps the status itself",
+            file=sys.stderr,
+        )
+        return 2
+    from kueuestream.agents.kube.runtime import run_cluster
+    from kueuestream.agents.kube.watch_service import WatchOptions, parse_config_map
+
+    try:
+        config_map = parse_config_map(args.config_map) if args.config_map else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    options = WatchOptions(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        cluster=args.cluster,
+        config_file=Path(args.config) if args.config else None,
+        config_map=config_map,
+    )
+    return run_cluster(options, args.log_dir)

@@ -20,6 +20,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="write no clock ticks: time moves only with the events the sources write",
     )
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the watch comes from a cluster (kueuestream watch): its job integration creates the "
+        "Workloads and stops the jobs, and kueuestream apply writes the decisions",
+    )
     add_kafka_options(p)
     p.set_defaults(func=run)
 
@@ -37,4 +43,5 @@ def run(args: argparse.Namespace) -> int:
         datadir=args.datadir,
         loglevel=args.loglevel,
         clock=not args.no_clock,
+        cluster=args.cluster,
     )

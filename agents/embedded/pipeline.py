@@ -9,23 +9,45 @@ it is written, before the next watch event.
 Restart. Nothing but the log is kept: on start every topic is read again from
 offset 0 through fresh handlers, which rebuilds the routing tables and the
 engines exactly. What the handlers produce again and is already in the log is
-not appended twice (admission records are recognised by their origin,
-decisions by their count per partition, errors by their source), so a crash at
-any point neither loses nor duplicates a record: whatever was cut off is
-produced again and appended, the rest is skipped.
+not appended twice (admission records from watch events are recognised by
+their origin; the records an admission partition's agent appended, and its
+decisions, by their count, since it produces them in one deterministic order;
+errors by their source), so a crash at any point neither loses nor duplicates
+a record: whatever was cut off is produced again and appended, the rest is
+skipped.
+
+Lost records. A damaged tail the file log cut off is gone, and its offsets are
+never used again (:mod:`kueuestream.streams.file_log`). What the agents
+recorded as processed is checked against what the log holds: the watch
+offsets named as the origin of admission records and errors, and the
+admission offsets named as the cause of decisions and the origin of appended
+records. A recorded offset the log does not hold means more was cut off than
+its tombstone covers, so the log is told to skip past it (:class:`SkippingLog`).
+Then what was lost is produced again like anything a crash cut off: records of
+the derived topics by the handlers, watch events by the source (which compares
+its folder with what the repaired watch log says exists).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import orjson
 
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.applier import read_decision
 from kueuestream.agents.embedded.memory_log import SyncLog
 from kueuestream.agents.embedded.status_files import StatusDirectory
 from kueuestream.agents.ingest import IngestHandler
-from kueuestream.agents.log_entries import CLOCK_TICK, batch_marker, decode_entry
+from kueuestream.agents.log_entries import (
+    CLOCK_TICK,
+    WATCH_STREAM,
+    admission_stream,
+    batch_marker,
+    decode_entry,
+)
 from kueuestream.agents.outputs import Out, Role, empty_tables
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
@@ -34,6 +56,13 @@ from kueuestream.streams.schemas import DecisionRecord, ErrorRecord, WatchEvent
 
 DecisionHook = Callable[[DecisionRecord], None]
 ErrorHook = Callable[[ErrorRecord], None]
+
+
+@runtime_checkable
+class SkippingLog(Protocol):
+    """A log that can lose a damaged tail, and so must be able to skip offsets (the file log)."""
+
+    def skip_to_sync(self, topic: str, partition: int, offset: int, note: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -54,6 +83,7 @@ class EmbeddedPipeline:
         on_decision: DecisionHook | None = None,
         on_error: ErrorHook | None = None,
         job_controller: bool = True,
+        cluster: bool = False,
     ) -> None:
         self.log = log
         self.names = names or TopicNames()
@@ -66,9 +96,15 @@ class EmbeddedPipeline:
         # Decisions of admission partition p go to decisions partition p (see kueuestream.agents.outputs).
         log.ensure_topic_sync(n.decisions, self.partitions)
         log.ensure_topic_sync(n.errors)
-        self.ingest = IngestHandler(empty_tables(), partitions=self.partitions, watch_topic=n.watch)
+        # With a cluster behind the watch its job integration creates the Workloads
+        # and stops the jobs; the pipeline must do neither.
+        self.ingest = IngestHandler(
+            empty_tables(), partitions=self.partitions, watch_topic=n.watch, cluster=cluster
+        )
         self.admission = AdmissionHandler(
-            partitions=self.partitions, admission_topic=n.admission, job_controller=job_controller
+            partitions=self.partitions,
+            admission_topic=n.admission,
+            job_controller=job_controller and not cluster,
         )
         self.watch_cursor = 0
         self.cursors = [0] * self.partitions
@@ -79,8 +115,18 @@ class EmbeddedPipeline:
 
     def _scan_existing(self) -> None:
         n = self.names
-        # (partition, origin stream) -> the last origin already written there.
+        # (partition, "watch") -> the last watch origin already written there.
         self._last_origin: dict[tuple[int, str], tuple[int, int]] = {}
+        # (partition, "admission/q") -> records q's agent appended there that are still to be skipped.
+        self._skip_followups: dict[tuple[int, str], int] = {}
+        # (topic, partition) -> the highest offset an agent recorded having processed.
+        processed: dict[tuple[str, int], int] = {}
+
+        def saw(topic: str, partition: int, offset: int) -> None:
+            processed[(topic, partition)] = max(processed.get((topic, partition), -1), offset)
+
+        appended_by = {admission_stream(q): q for q in range(self.partitions)}
+
         for p in range(self.partitions):
             for record in self.log.read_sync(n.admission, p):
                 try:
@@ -88,9 +134,24 @@ class EmbeddedPipeline:
                 except DecodeError:
                     continue
                 key = (p, origin.stream)
-                self._last_origin[key] = max(self._last_origin.get(key, (-1, -1)), origin.key())
+                if origin.stream == WATCH_STREAM:
+                    self._last_origin[key] = max(self._last_origin.get(key, (-1, -1)), origin.key())
+                    saw(n.watch, 0, origin.offset)
+                else:
+                    self._skip_followups[key] = self._skip_followups.get(key, 0) + 1
+                    if origin.stream in appended_by:
+                        saw(n.admission, appended_by[origin.stream], origin.offset)
         # Decisions produced again before reaching these counts are already written.
-        self._skip_decisions = dict(self.log.end_offsets_sync(n.decisions))
+        self._skip_decisions: dict[int, int] = {}
+        for p in range(self.partitions):
+            count = 0
+            for record in self.log.read_sync(n.decisions, p):
+                count += 1
+                try:
+                    saw(n.admission, p, int(orjson.loads(record.value)["cause"]["offset"]))
+                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                    continue
+            self._skip_decisions[p] = count
         self._errors_seen: set[tuple[str, str]] = set()
         for record in self.log.read_sync(n.errors, 0):
             try:
@@ -98,6 +159,27 @@ class EmbeddedPipeline:
             except DecodeError:
                 continue
             self._errors_seen.add((str(error.source), error.error))
+            where = error.source
+            if where.topic in (n.watch, n.admission) and where.offset is not None:
+                saw(where.topic, where.partition or 0, where.offset)
+        self.skipped = self._skip_lost(processed)
+
+    def _skip_lost(self, processed: dict[tuple[str, int], int]) -> list[str]:
+        """Make the log skip past every offset an agent processed that it no longer holds."""
+        skipped: list[str] = []
+        if not isinstance(self.log, SkippingLog):
+            return skipped  # a log that never loses a tail (in memory, Kafka)
+        for (topic, partition), last in sorted(processed.items()):
+            end = self.log.end_offsets_sync(topic).get(partition)
+            if end is None or last < end:
+                continue  # no such partition: a damaged error record named it
+            note = (
+                f"offsets up to {last} were processed (records derived from them are in the log) "
+                f"but the log ended at {end}: records were lost"
+            )
+            self.log.skip_to_sync(topic, partition, last + 1, note)
+            skipped.append(f"{topic} partition {partition}, offsets {end}..{last}: {note}")
+        return skipped
 
     # --- input ---------------------------------------------------------------------
 
@@ -159,6 +241,12 @@ class EmbeddedPipeline:
             if out.role == Role.ADMISSION:
                 assert out.origin is not None
                 key = (out.partition, out.origin.stream)
+                if out.origin.stream != WATCH_STREAM:
+                    if self._skip_followups.get(key, 0) > 0:
+                        self._skip_followups[key] -= 1
+                        continue
+                    admission.append(out)
+                    continue
                 last = self._last_origin.get(key)
                 if last is not None and out.origin.key() <= last:
                     continue

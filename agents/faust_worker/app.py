@@ -87,11 +87,17 @@ class Runtime:
     """The handlers and the plumbing one worker shares between its agents."""
 
     def __init__(
-        self, app: faust.App, settings: KafkaSettings, names: TopicNames, job_controller: bool
+        self,
+        app: faust.App,
+        settings: KafkaSettings,
+        names: TopicNames,
+        job_controller: bool,
+        cluster: bool = False,
     ) -> None:
         self.app = app
         self.settings = settings
         self.names = names
+        self.cluster = cluster
         counts = names.partition_counts()
         self.partitions = counts[names.admission]
         # Keys are strings and values plain JSON, whatever the app's default serializers.
@@ -103,7 +109,9 @@ class Runtime:
         self.ingest = self._new_ingest()
         self.ingest_next: int | None = None
         self.admission = AdmissionHandler(
-            partitions=self.partitions, admission_topic=names.admission, job_controller=job_controller
+            partitions=self.partitions,
+            admission_topic=names.admission,
+            job_controller=job_controller and not cluster,
         )
         self.next_offset: dict[int, int] = {}
         self.writers: dict[int, DecisionWriter] = {}
@@ -160,7 +168,9 @@ class Runtime:
 
     def _new_ingest(self) -> IngestHandler:
         tables = {name: MirroredTable(self.tables[name]) for name in TABLES}
-        return IngestHandler(tables, partitions=self.partitions, watch_topic=self.names.watch)
+        return IngestHandler(
+            tables, partitions=self.partitions, watch_topic=self.names.watch, cluster=self.cluster
+        )
 
     async def ingest_catch_up(self, offset: int) -> None:
         """Make the routing tables reflect every watch event before ``offset``."""
@@ -368,6 +378,7 @@ def build_app(
     commit_interval: float = COMMIT_INTERVAL,
     job_controller: bool = True,
     clock: bool = True,
+    cluster: bool = False,
 ) -> tuple[faust.App, Runtime]:
     names = TopicNames(prefix)
     settings = kafka_settings(broker)
@@ -393,7 +404,7 @@ def build_app(
         # hold writes of an aborted transaction, which this check would call fatal.
         recovery_consistency_check=False,
     )
-    runtime = Runtime(app, settings, names, job_controller)
+    runtime = Runtime(app, settings, names, job_controller, cluster)
 
     def topic(name: str, partitions: int) -> Any:
         return app.topic(
@@ -445,7 +456,6 @@ def build_app(
             runtime.update_views(partition, emitted)
             acker.add(event, await runtime.queue_outside([o for o in outs if o.role != Role.DECISIONS]))
 
-    @app.agent(decisions, name="applier")
     async def apply(stream: Any) -> None:
         # Acked by hand once everything it produced is sent: Faust's own ack also
         # fires when processing is interrupted (a rebalance cancels the agent),
@@ -456,6 +466,10 @@ def build_app(
             decision = read_decision(event.value)
             out = applied_out(event.message.partition, decision, ApplyOutcome.APPLIED, APPLIED_DETAIL)
             acker.add(event, await runtime.queue_outside([out]))
+
+    if not cluster:
+        # With a cluster, ``kueuestream apply`` writes the decisions there and records the outcomes.
+        app.agent(decisions, name="applier")(apply)
 
     async def tick_clock() -> None:
         # Engines defer some work to a later time (Kueue's requeue batch); time only
@@ -502,12 +516,16 @@ def run_worker(
     datadir: str | None = None,
     loglevel: str = "warning",
     clock: bool = True,
+    cluster: bool = False,
 ) -> int:
     """``kueuestream worker``: run one Faust worker until it is stopped.
 
     ``clock=False`` writes no clock ticks: time then moves only with the events
     the sources write, which keeps a run comparable event for event with an
-    embedded run of the same events (the tests do that).
+    embedded run of the same events (the tests do that). ``cluster=True`` is
+    for a watch that ``kueuestream watch`` fills from a cluster: ingest runs in
+    cluster mode, nothing stands in for the job controller, and there is no
+    applier agent, ``kueuestream apply`` writes the decisions to the cluster.
 
     The worker first connects on its own to create the topics: settings the
     brokers refuse (a wrong password, an untrusted certificate) end it there,
@@ -517,7 +535,9 @@ def run_worker(
 
     def work(settings: KafkaSettings) -> int:
         asyncio.run(_create_topics(settings, names))
-        app, _ = build_app(settings, app_id=app_id, prefix=prefix, datadir=datadir, clock=clock)
+        app, _ = build_app(
+            settings, app_id=app_id, prefix=prefix, datadir=datadir, clock=clock, cluster=cluster
+        )
         worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
         try:
             worker.execute_from_commandline()

@@ -1,7 +1,9 @@
 """A folder of manifests as a watch stream: ``kueuestream run --source DIR``.
 
 The folder is polled: a file whose mtime or size changed is read again, and the
-objects of all files together are compared with what the log says exists. Each
+objects of all files together are compared with what the log says exists.
+Folders given as ``exclude`` (the runtime's own log and status folders, when
+they sit inside the source) are never read. Each
 difference is a watch event (ADDED, MODIFIED, DELETED per object); one poll's
 events form one batch. Because the starting point is the log (every watch event
 it holds, folded), a restart emits only what changed while it was down.
@@ -10,6 +12,7 @@ it holds, folded), a restart emits only what changed while it was down.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,17 +62,25 @@ class Poll:
 
 class FolderSource:
     def __init__(
-        self, root: str | os.PathLike[str], known: dict[ObjId, Identified], cluster: str = DEFAULT_CLUSTER
+        self,
+        root: str | os.PathLike[str],
+        known: dict[ObjId, Identified],
+        cluster: str = DEFAULT_CLUSTER,
+        *,
+        exclude: Iterable[str | os.PathLike[str]] = (),
     ):
         self.root = Path(root)
         self.cluster = cluster
         self.known = known
+        self.exclude = tuple(Path(folder).resolve() for folder in exclude)
         self._stamps: dict[Path, Stamp] = {}
         self._objects: dict[Path, list[tuple[int, Identified]]] = {}
 
     def poll(self, timestamp: int) -> Poll:
         out = Poll()
         files, problems = manifest_files([str(self.root)])
+        if self.exclude:
+            files = [f for f in files if not any(f.resolve().is_relative_to(x) for x in self.exclude)]
         for problem in problems:
             out.errors.append(_error(str(self.root), None, problem, ""))
         current: dict[Path, Stamp] = {}

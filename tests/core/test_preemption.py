@@ -86,18 +86,20 @@ def test_no_preemption_policy_means_waiting() -> None:
 
 
 RECLAIM = "  preemption: {reclaimWithinCohort: Any}"
+# lender owns 4 cpu and reclaims; borrower owns none and runs b1 and b2 (2 each) on lender's quota.
+BORROWED_FROM_LENDER = (
+    flavor("default")
+    + cluster_queue("borrower", "default: [{name: cpu, nominalQuota: 0}]", cohort="c")
+    + cluster_queue("lender", CQ4, cohort="c", spec_extra=RECLAIM)
+    + workload("b1", "borrower", cpu="2", created="2024-01-01T00:00:00Z")
+    + workload("b2", "borrower", cpu="2", created="2024-01-01T00:00:01Z")
+)
 
 
 def test_reclaiming_nominal_quota_from_a_borrower() -> None:
     # lender owns 4, borrower owns 0 and borrowed all 4. When the lender needs 3 back,
     # the borrower's workloads are evicted until 3 are free: two of 2 cpu.
-    r = run(
-        flavor("default")
-        + cluster_queue("borrower", "default: [{name: cpu, nominalQuota: 0}]", cohort="c")
-        + cluster_queue("lender", CQ4, cohort="c", spec_extra=RECLAIM)
-        + workload("b1", "borrower", cpu="2", created="2024-01-01T00:00:00Z")
-        + workload("b2", "borrower", cpu="2", created="2024-01-01T00:00:01Z")
-    )
+    r = run(BORROWED_FROM_LENDER)
     assert r.admitted() == ["b1", "b2"]
     r.tick()
     decisions = r.load(workload("own", "lender", cpu="3", priority=0, created="2024-01-01T00:01:00Z"))
@@ -109,13 +111,7 @@ def test_reclaiming_nominal_quota_from_a_borrower() -> None:
 
 
 def test_reclaim_takes_only_what_is_needed() -> None:
-    r = run(
-        flavor("default")
-        + cluster_queue("borrower", "default: [{name: cpu, nominalQuota: 0}]", cohort="c")
-        + cluster_queue("lender", CQ4, cohort="c", spec_extra=RECLAIM)
-        + workload("b1", "borrower", cpu="2", created="2024-01-01T00:00:00Z")
-        + workload("b2", "borrower", cpu="2", created="2024-01-01T00:00:01Z")
-    )
+    r = run(BORROWED_FROM_LENDER)
     r.tick()
     r.load(workload("own", "lender", cpu="2", created="2024-01-01T00:01:00Z"))
     assert r.admitted() == ["b1", "own"]

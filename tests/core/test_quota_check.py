@@ -7,57 +7,26 @@ webhook-injected resource.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.decode import decode
-from kueuestream.admission.engine import Engine
-from kueuestream.admission.events import Event, EventType
 from kueuestream.admission.validation import config_warnings
-from kueuestream.agents.cli.main import main
-from kueuestream.agents.sources.manifests import load_paths
-from tests.helpers import T0, Run, flavor, run, workload
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples" / "quota-check"
-ONLY_DECLARED = EXAMPLES / "only-declared"
-ALL = EXAMPLES / "all"
-WORKLOAD = "gpu-training"
-CPU_UNAVAILABLE = "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"
-WARNING = (
-    "resources.excludeResourcePrefixes is ignored because resources.quotaCheck is OnlyDeclared: "
-    "only the resources a ClusterQueue covers are checked"
+from tests.core.quota_check_examples import (
+    ALL,
+    ONLY_DECLARED,
+    WARNING,
+    WORKLOAD,
+    manifests,
+    only_declared_with_prefixes,
+    with_config,
 )
+from tests.helpers import configuration_manifest, flavor, run, run_manifests, workload
 
-
-def manifests(folder: Path) -> list[Any]:
-    loaded = load_paths([str(folder)])
-    assert loaded.errors == []
-    return [doc.manifest for doc in loaded.docs]
-
-
-def run_manifests(docs: list[Any]) -> Run:
-    r = Run(Engine())
-    for i, doc in enumerate(docs):
-        r.apply(Event(EventType.UPSERT, T0, manifest=doc, batch=i < len(docs) - 1))
-    return r
-
-
-def with_config(folder: Path, resources: dict[str, Any], gates: dict[str, bool] | None = None) -> list[Any]:
-    """The example's objects under another Configuration."""
-    docs = [d for d in manifests(folder) if d.get("kind") != "Configuration"]
-    cfg: dict[str, Any] = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "resources": resources,
-    }
-    if gates is not None:
-        cfg["featureGates"] = gates
-    return [cfg, *docs]
+CPU_UNAVAILABLE = "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"
 
 
 def cluster_queue_of(folder: Path) -> dict[str, Any]:
@@ -197,31 +166,11 @@ def test_feature_gate_on_explicitly() -> None:
 # ------------------------------------------------ OnlyDeclared and excludeResourcePrefixes
 
 
-def only_declared_with_prefixes(tmp_path: Path) -> Path:
-    folder = tmp_path / "only-declared"
-    shutil.copytree(ONLY_DECLARED, folder)
-    cfg = folder / "00-configuration.yaml"
-    doc = yaml.safe_load(cfg.read_text())
-    doc["resources"]["excludeResourcePrefixes"] = ["example.com/"]
-    cfg.write_text(yaml.safe_dump(doc))
-    return folder
-
-
-def test_exclude_prefixes_under_only_declared_warn(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_exclude_prefixes_under_only_declared_warn(tmp_path: Path) -> None:
     folder = only_declared_with_prefixes(tmp_path)
     cfg = decode(manifests(folder)[0]).obj
     assert isinstance(cfg, Configuration)
     assert config_warnings(cfg) == [WARNING]
-
-    assert main(["validate", str(folder)]) == 0
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err.splitlines() == [
-        f"warning: {folder / '00-configuration.yaml'}:0: {WARNING}",
-        "6 objects valid",
-    ]
 
 
 def test_exclude_prefixes_under_only_declared_still_admit(tmp_path: Path) -> None:
@@ -237,12 +186,6 @@ def test_exclude_prefixes_under_all_do_not_warn() -> None:
     assert config_warnings(cfg) == []
     # the injected resource is excluded, but cpu still has no quota
     assert run_manifests(docs).pending_message(WORKLOAD) == CPU_UNAVAILABLE
-
-
-def test_the_example_folders_validate_without_warnings(capsys: pytest.CaptureFixture[str]) -> None:
-    for folder in (ONLY_DECLARED, ALL):
-        assert main(["validate", str(folder)]) == 0
-        assert capsys.readouterr().err == "6 objects valid\n"
 
 
 # ------------------------------------- all resources declared: normal quota checks
@@ -388,15 +331,5 @@ def test_switching_the_configuration_reevaluates_pending_workloads() -> None:
     r = run_manifests(docs)
     assert r.pending_message(WORKLOAD) == CPU_UNAVAILABLE
     r.tick()
-    r.apply(
-        Event(
-            EventType.UPSERT,
-            r.time_ms,
-            manifest={
-                "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-                "kind": "Configuration",
-                "resources": {"quotaCheck": "OnlyDeclared"},
-            },
-        )
-    )
+    r.load_manifests([configuration_manifest(resources={"quotaCheck": "OnlyDeclared"})])
     assert r.admitted() == [WORKLOAD]

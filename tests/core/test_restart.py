@@ -26,13 +26,17 @@ def _pre_admitted(name: str) -> str:
     return workload(name, "q", cpu="3").rstrip("-\n") + "\n" + ADMITTED_STATUS
 
 
+# q (4 cpu) with "running" admitted on 3 before the restart, and "new" asking for 2.
+RUNNING_AND_NEW = (
+    flavor("default")
+    + cluster_queue("q", "default: [{name: cpu, nominalQuota: 4}]")
+    + _pre_admitted("running")
+    + workload("new", "q", cpu="2", created="2024-01-02T00:00:00Z")
+)
+
+
 def test_pre_admitted_workload_counts_as_usage_and_is_not_decided_again() -> None:
-    r = run(
-        flavor("default")
-        + cluster_queue("q", "default: [{name: cpu, nominalQuota: 4}]")
-        + _pre_admitted("running")
-        + workload("new", "q", cpu="2", created="2024-01-02T00:00:00Z")
-    )
+    r = run(RUNNING_AND_NEW)
     assert r.admitted() == ["running"]
     assert "1 more needed" in r.pending_message("new")
     assert not [d for d in r.decisions if d.ref.name == "running"]
@@ -41,12 +45,7 @@ def test_pre_admitted_workload_counts_as_usage_and_is_not_decided_again() -> Non
 
 
 def test_pre_admitted_usage_is_released_when_it_finishes() -> None:
-    r = run(
-        flavor("default")
-        + cluster_queue("q", "default: [{name: cpu, nominalQuota: 4}]")
-        + _pre_admitted("running")
-        + workload("new", "q", cpu="2", created="2024-01-02T00:00:00Z")
-    )
+    r = run(RUNNING_AND_NEW)
     r.tick()
     out = r.finish("default", "running")
     assert [(d.ref.name, d.action) for d in out] == [("running", Action.FINISHED), ("new", Action.ADMITTED)]
@@ -64,12 +63,7 @@ def test_pre_admitted_workloads_listed_before_their_queue_still_count() -> None:
 
 
 def test_deleting_an_admitted_workload_frees_its_quota() -> None:
-    r = run(
-        flavor("default")
-        + cluster_queue("q", "default: [{name: cpu, nominalQuota: 4}]")
-        + _pre_admitted("running")
-        + workload("new", "q", cpu="2", created="2024-01-02T00:00:00Z")
-    )
+    r = run(RUNNING_AND_NEW)
     r.tick()
     r.delete("Workload", "default", "running")
     assert r.admitted() == ["new"]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kueuestream.admission.decode import decode
-from tests.dra.drive import EXAMPLE_DIR, Drive, docs_of, job_name
+from tests.dra.drive import EXAMPLE_DIR, Drive, job_name
+from tests.helpers import docs_of
 
 MSG_NO_GPU_QUOTA = (
     "couldn't assign flavors to pod set main: insufficient unused quota for whole-gpus "

@@ -4,29 +4,16 @@ from __future__ import annotations
 
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Event, EventType
-from tests.dra.drive import (
-    NS,
-    Drive,
-    configuration,
-    docs_of,
-    queue,
-    template,
-    workload,
-)
+from tests.dra.drive import drive
+from tests.helpers import NS, claim_template, docs_of, dra_configuration, dra_queue, dra_workload
 
-GPU_CONFIG = configuration({"gpus": ["gpu.example.com"]})
+GPU_CONFIG = dra_configuration({"gpus": ["gpu.example.com"]})
 QUOTA = {"gpus": 10}
 ONE_GPU = "- {name: gpu, deviceClassName: gpu.example.com}"
 
 
-def drive(*parts: str) -> Drive:
-    d = Drive()
-    d.load("".join(parts))
-    return d
-
-
 def test_direct_resource_claim_is_inadmissible() -> None:
-    d = drive(GPU_CONFIG, queue(QUOTA), workload("w", [("main", 1, [("gpu", "claim:shared-gpu")])]))
+    d = drive(GPU_CONFIG, dra_queue(QUOTA), dra_workload("w", [("main", 1, [("gpu", "claim:shared-gpu")])]))
     assert d.pending("w") == (
         "Inadmissible",
         "pod set main, resource claim gpu: uses ResourceClaim shared-gpu directly (resourceClaimName), "
@@ -45,7 +32,9 @@ spec:
     - {{name: gpu, exactly: {{deviceClassName: gpu.example.com}}}}
 ---
 """
-    d = drive(GPU_CONFIG, queue(QUOTA), claim, workload("w", [("main", 1, [("gpu", "claim:shared-gpu")])]))
+    d = drive(
+        GPU_CONFIG, dra_queue(QUOTA), claim, dra_workload("w", [("main", 1, [("gpu", "claim:shared-gpu")])])
+    )
     assert d.rejected() == {}
     assert d.pending("w")[0] == "Inadmissible"
     assert "uses ResourceClaim shared-gpu directly" in d.pending("w")[1]
@@ -54,15 +43,15 @@ spec:
 def test_unmapped_device_class_is_inadmissible() -> None:
     d = drive(
         GPU_CONFIG,
-        queue(QUOTA),
-        template(
+        dra_queue(QUOTA),
+        claim_template(
             "t",
             """
 - {name: gpu, deviceClassName: gpu.example.com}
 - {name: fpga, deviceClassName: fpga.example.com}
 """,
         ),
-        workload("w", [("main", 1, [("accel", "t")])]),
+        dra_workload("w", [("main", 1, [("accel", "t")])]),
     )
     assert d.pending("w") == (
         "Inadmissible",
@@ -79,7 +68,10 @@ def test_unmapped_alternative_names_the_subrequest() -> None:
   - {name: tiny, deviceClassName: tiny.example.com}
 """
     d = drive(
-        GPU_CONFIG, queue(QUOTA), template("t", requests, "v1"), workload("w", [("main", 1, [("c", "t")])])
+        GPU_CONFIG,
+        dra_queue(QUOTA),
+        claim_template("t", requests, "v1"),
+        dra_workload("w", [("main", 1, [("c", "t")])]),
     )
     assert d.pending("w") == (
         "Inadmissible",
@@ -90,10 +82,10 @@ def test_unmapped_alternative_names_the_subrequest() -> None:
 
 def test_mapping_added_by_a_new_configuration_makes_it_admissible() -> None:
     d = drive(
-        configuration({}),
-        queue(QUOTA),
-        template("t", ONE_GPU),
-        workload("w", [("main", 2, [("c", "t")])]),
+        dra_configuration({}),
+        dra_queue(QUOTA),
+        claim_template("t", ONE_GPU),
+        dra_workload("w", [("main", 2, [("c", "t")])]),
     )
     assert d.pending("w")[0] == "Inadmissible"
     d.load(GPU_CONFIG)
@@ -101,22 +93,22 @@ def test_mapping_added_by_a_new_configuration_makes_it_admissible() -> None:
 
 
 def test_missing_template_is_inadmissible_until_it_appears() -> None:
-    d = drive(GPU_CONFIG, queue(QUOTA), workload("w", [("main", 3, [("gpu", "later")])]))
+    d = drive(GPU_CONFIG, dra_queue(QUOTA), dra_workload("w", [("main", 3, [("gpu", "later")])]))
     assert d.pending("w") == (
         "Inadmissible",
         f"pod set main, resource claim gpu: ResourceClaimTemplate {NS}/later not found",
     )
     # The template arrives: the workload is counted and admitted without being resubmitted.
-    d.load(template("later", "- {name: gpu, deviceClassName: gpu.example.com, count: 2}"))
+    d.load(claim_template("later", "- {name: gpu, deviceClassName: gpu.example.com, count: 2}"))
     assert d.usage("w") == {"main": {"cpu": "3", "gpus": "6"}}
 
 
 def test_template_is_read_from_the_workload_namespace() -> None:
     d = drive(
         GPU_CONFIG,
-        queue(QUOTA),
-        template("t", ONE_GPU, namespace="elsewhere"),
-        workload("w", [("main", 1, [("gpu", "t")])]),
+        dra_queue(QUOTA),
+        claim_template("t", ONE_GPU, namespace="elsewhere"),
+        dra_workload("w", [("main", 1, [("gpu", "t")])]),
     )
     assert d.pending("w") == (
         "Inadmissible",
@@ -126,7 +118,12 @@ def test_template_is_read_from_the_workload_namespace() -> None:
 
 def test_invalid_template_is_refused_and_its_workloads_say_why() -> None:
     bad = "- {name: gpu, deviceClassName: gpu.example.com, count: 0}"
-    d = drive(GPU_CONFIG, queue(QUOTA), template("t", bad), workload("w", [("main", 1, [("gpu", "t")])]))
+    d = drive(
+        GPU_CONFIG,
+        dra_queue(QUOTA),
+        claim_template("t", bad),
+        dra_workload("w", [("main", 1, [("gpu", "t")])]),
+    )
     assert d.rejected() == {
         f"ResourceClaimTemplate {NS}/t": (
             "spec.spec.devices.requests[0].count: must be greater than zero, got 0"
@@ -138,20 +135,20 @@ def test_invalid_template_is_refused_and_its_workloads_say_why() -> None:
         "spec.spec.devices.requests[0].count: must be greater than zero, got 0",
     )
     # Fixed: counted and admitted.
-    d.load(template("t", "- {name: gpu, deviceClassName: gpu.example.com, count: 4}"))
+    d.load(claim_template("t", "- {name: gpu, deviceClassName: gpu.example.com, count: 4}"))
     assert d.usage("w") == {"main": {"cpu": "1", "gpus": "4"}}
 
 
 def test_invalid_update_of_a_stored_template_keeps_the_stored_one() -> None:
     d = drive(
         GPU_CONFIG,
-        queue({"gpus": 1}),
-        template("t", ONE_GPU),
-        workload("a", [("main", 1, [("gpu", "t")])]),
+        dra_queue({"gpus": 1}),
+        claim_template("t", ONE_GPU),
+        dra_workload("a", [("main", 1, [("gpu", "t")])]),
     )
-    d.load(template("t", "- {name: gpu, allocationMode: Some, deviceClassName: gpu.example.com}"))
+    d.load(claim_template("t", "- {name: gpu, allocationMode: Some, deviceClassName: gpu.example.com}"))
     assert f"ResourceClaimTemplate {NS}/t" in d.rejected()
-    d.load(workload("b", [("main", 1, [("gpu", "t")])]))
+    d.load(dra_workload("b", [("main", 1, [("gpu", "t")])]))
     # b is counted with the stored template (1 GPU) and waits for quota, not for a fix.
     assert d.pending("b") == (
         "Pending",
@@ -163,9 +160,9 @@ def test_invalid_update_of_a_stored_template_keeps_the_stored_one() -> None:
 def test_every_problem_of_a_workload_is_reported_in_spec_order() -> None:
     d = drive(
         GPU_CONFIG,
-        queue(QUOTA),
-        template("unmapped", "- {name: x, deviceClassName: x.example.com}"),
-        workload(
+        dra_queue(QUOTA),
+        claim_template("unmapped", "- {name: x, deviceClassName: x.example.com}"),
+        dra_workload(
             "w",
             [
                 ("launcher", 1, [("a", "claim:direct"), ("b", "missing")]),
@@ -191,11 +188,11 @@ def test_gate_off_ignores_claims() -> None:
     # unmapped class matters: only cpu is counted (2 pods -> 2).
     for gate in ("DynamicResourceAllocation", "KueueDRAIntegration"):
         d = drive(
-            configuration({"gpus": ["gpu.example.com"]}, gates={gate: False}),
-            queue(QUOTA),
-            template("unmapped", "- {name: x, deviceClassName: x.example.com}"),
-            template("t", ONE_GPU),
-            workload(
+            dra_configuration({"gpus": ["gpu.example.com"]}, gates={gate: False}),
+            dra_queue(QUOTA),
+            claim_template("unmapped", "- {name: x, deviceClassName: x.example.com}"),
+            claim_template("t", ONE_GPU),
+            dra_workload(
                 "w", [("main", 2, [("a", "claim:direct"), ("b", "missing"), ("c", "unmapped"), ("d", "t")])]
             ),
         )
@@ -205,18 +202,18 @@ def test_gate_off_ignores_claims() -> None:
 def test_gate_is_on_by_default_and_alias_turns_it_on() -> None:
     for gates in (None, {"KueueDRAIntegration": True}):
         d = drive(
-            configuration({"gpus": ["gpu.example.com"]}, gates=gates),
-            queue(QUOTA),
-            template("t", ONE_GPU),
-            workload("w", [("main", 2, [("c", "t")])]),
+            dra_configuration({"gpus": ["gpu.example.com"]}, gates=gates),
+            dra_queue(QUOTA),
+            claim_template("t", ONE_GPU),
+            dra_workload("w", [("main", 2, [("c", "t")])]),
         )
         assert d.usage("w") == {"main": {"cpu": "2", "gpus": "2"}}
 
 
 def test_gate_turned_off_later_recounts_pending_workloads() -> None:
-    d = drive(GPU_CONFIG, queue(QUOTA), workload("w", [("main", 1, [("gpu", "missing")])]))
+    d = drive(GPU_CONFIG, dra_queue(QUOTA), dra_workload("w", [("main", 1, [("gpu", "missing")])]))
     assert d.pending("w")[0] == "Inadmissible"
-    d.load(configuration({"gpus": ["gpu.example.com"]}, gates={"DynamicResourceAllocation": False}))
+    d.load(dra_configuration({"gpus": ["gpu.example.com"]}, gates={"DynamicResourceAllocation": False}))
     assert d.usage("w") == {"main": {"cpu": "1"}}
 
 
@@ -227,11 +224,11 @@ def test_decisions_are_the_same_on_replay() -> None:
     text = "".join(
         [
             GPU_CONFIG,
-            queue({"gpus": 3}),
-            template("t", "- {name: gpu, deviceClassName: gpu.example.com, count: 2}"),
-            workload("a", [("main", 1, [("c", "t")])]),
-            workload("b", [("main", 1, [("c", "t")])]),
-            workload("c", [("main", 1, [("c", "missing")])]),
+            dra_queue({"gpus": 3}),
+            claim_template("t", "- {name: gpu, deviceClassName: gpu.example.com, count: 2}"),
+            dra_workload("a", [("main", 1, [("c", "t")])]),
+            dra_workload("b", [("main", 1, [("c", "t")])]),
+            dra_workload("c", [("main", 1, [("c", "missing")])]),
         ]
     )
 

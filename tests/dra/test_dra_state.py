@@ -13,7 +13,7 @@ from kueuestream.admission.decode import decode
 from kueuestream.admission.dra import Counted, DraState
 from kueuestream.admission.errors import FieldError
 from kueuestream.admission.events import ObjectRef
-from tests.dra.drive import NS, device_class, resource_slice, template, workload
+from tests.helpers import NS, claim_template, device_class, dra_workload, resource_slice
 
 CONFIG = Configuration.model_validate(
     {"resources": {"deviceClassMappings": [{"name": "gpus", "deviceClassNames": ["gpu.example.com"]}]}}
@@ -38,7 +38,7 @@ ALL = "- {name: all, exactly: {deviceClassName: gpu.example.com, allocationMode:
 
 def test_store_reports_changes_only() -> None:
     s = DraState()
-    t = obj(template("t", "- {name: gpu, deviceClassName: gpu.example.com}"))
+    t = obj(claim_template("t", "- {name: gpu, deviceClassName: gpu.example.com}"))
     assert s.store(t) is True
     assert s.store(t) is False
     c = obj(device_class("gpu.example.com", "device.driver == 'a'"))
@@ -62,7 +62,7 @@ def test_refusals_are_remembered_for_templates_only() -> None:
     assert s.refuse(ObjectRef("ResourceClaimTemplate", NS, "t"), errors) is True
     assert s.refuse(ObjectRef("ResourceClaimTemplate", NS, "t"), errors) is False
     assert s.refuse(ObjectRef("ResourceSlice", "", "s"), errors) is False
-    w = wl(workload("w", [("main", 1, [("c", "t")])]))
+    w = wl(dra_workload("w", [("main", 1, [("c", "t")])]))
     assert s.count(w, CONFIG) == Counted(
         {},
         f"pod set main, resource claim c: ResourceClaimTemplate {NS}/t is invalid: "
@@ -77,8 +77,8 @@ def test_refusals_are_remembered_for_templates_only() -> None:
 
 def test_count_is_per_pod_and_per_pod_set() -> None:
     s = DraState()
-    s.store(obj(template("t", "- {name: gpu, deviceClassName: gpu.example.com, count: 3}")))
-    w = wl(workload("w", [("a", 5, [("c", "t")]), ("b", 2, [])]))
+    s.store(obj(claim_template("t", "- {name: gpu, deviceClassName: gpu.example.com, count: 3}")))
+    w = wl(dra_workload("w", [("a", 5, [("c", "t")]), ("b", 2, [])]))
     # Per pod: 3; the engine multiplies by the pod count.
     assert s.count(w, CONFIG) == Counted({"a": {"gpus": 3}}, "")
 
@@ -90,9 +90,9 @@ def test_all_count_does_not_depend_on_the_order_objects_arrive() -> None:
         obj(resource_slice("s2", "d1", "p1", 2, generation=2)),
         obj(resource_slice("s3", "d1", "p2", 1, generation=5)),
         obj(resource_slice("s4", "d2", "p1", 9)),
-        obj(template("t", ALL, "v1")),
+        obj(claim_template("t", ALL, "v1")),
     ]
-    w = wl(workload("w", [("main", 1, [("c", "t")])]))
+    w = wl(dra_workload("w", [("main", 1, [("c", "t")])]))
     results = set()
     for order in itertools.permutations(objects):
         s = DraState()
@@ -108,7 +108,7 @@ def test_a_mapping_named_cpu_is_held_in_millicores() -> None:
         {"resources": {"deviceClassMappings": [{"name": "cpu", "deviceClassNames": ["cpu.example.com"]}]}}
     )
     s = DraState()
-    s.store(obj(template("t", "- {name: c, deviceClassName: cpu.example.com, count: 2}")))
-    assert s.count(wl(workload("w", [("main", 1, [("c", "t")])])), config) == Counted(
+    s.store(obj(claim_template("t", "- {name: c, deviceClassName: cpu.example.com, count: 2}")))
+    assert s.count(wl(dra_workload("w", [("main", 1, [("c", "t")])])), config) == Counted(
         {"main": {"cpu": 2000}}, ""
     )

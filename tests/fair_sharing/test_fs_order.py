@@ -10,21 +10,21 @@ from fractions import Fraction
 
 import pytest
 
-from tests.fair_sharing.fs_helpers import (
+from tests.helpers import (
     A10,
     GPU,
     H100,
     Manifest,
-    admitted,
-    cohort,
-    config,
+    admitted_workload,
+    cohort_manifest,
+    fair_sharing_config,
     gpu_flavors,
     gpu_queue,
-    local_queue,
-    pending,
+    local_queue_manifest,
     replaced,
-    run,
+    run_manifests,
     with_uniform_weights,
+    workload_manifest,
 )
 
 EARLY = "2026-01-01T00:00:00Z"
@@ -32,7 +32,7 @@ LATE = "2026-01-01T00:05:00Z"
 
 
 def queues(*names: str) -> list[Manifest]:
-    return [local_queue("default", n, n) for n in names]
+    return [local_queue_manifest(n, n) for n in names]
 
 
 def flat(fair: Manifest | None) -> list[Manifest]:
@@ -50,15 +50,15 @@ def flat(fair: Manifest | None) -> list[Manifest]:
         gpu_queue("a", "c", {A10: 5}),
         gpu_queue("b", "c", {A10: 5}),
         *queues("a", "b"),
-        admitted("a-old", "a", {GPU: (A10, 9)}),
-        admitted("b-old", "b", {GPU: (A10, 5)}),
-        pending("a-next", "a", {GPU: "4"}, priority=5, created=EARLY),
-        pending("b-next", "b", {GPU: "4"}, priority=1, created=LATE),
+        admitted_workload("a-old", "a", {GPU: (A10, 9)}),
+        admitted_workload("b-old", "b", {GPU: (A10, 5)}),
+        workload_manifest("a-next", "a", {GPU: "4"}, priority=5, created=EARLY),
+        workload_manifest("b-next", "b", {GPU: "4"}, priority=1, created=LATE),
     ]
 
 
 def test_the_lower_share_after_admission_goes_first() -> None:
-    r = run(flat(config()))
+    r = run_manifests(flat(fair_sharing_config()))
     assert r.is_admitted("b-next")
     assert not r.is_admitted("a-next")
     assert r.statuses()[("ClusterQueue", "b")] == 200
@@ -78,20 +78,20 @@ def test_the_lower_share_after_admission_goes_first() -> None:
     ids=["no-configuration", "v1beta1-enable-false"],
 )
 def test_without_fair_sharing_the_classical_order_applies(fair: Manifest | None) -> None:
-    r = run(flat(fair))
+    r = run_manifests(flat(fair))
     assert r.is_admitted("a-next")
     assert not r.is_admitted("b-next")
 
 
 def test_a_present_v1beta2_fair_sharing_stanza_enables_it() -> None:
-    r = run(flat(config(v1beta2=True)))
+    r = run_manifests(flat(fair_sharing_config(v1beta2=True)))
     assert r.engine.config.fair_sharing_enabled
     assert r.is_admitted("b-next")
 
 
 def test_fair_sharing_weight_divides_the_share() -> None:
     # a with weight 3: (8/20)/3 = 0.133 < b's 0.2, so a-next goes first now.
-    r = run(replaced(flat(config()), gpu_queue("a", "c", {A10: 5}, weight="3")))
+    r = run_manifests(replaced(flat(fair_sharing_config()), gpu_queue("a", "c", {A10: 5}, weight="3")))
     assert r.is_admitted("a-next")
     assert not r.is_admitted("b-next")
     assert r.share("a").weighted_share == Fraction(8, 20) / 3
@@ -100,7 +100,7 @@ def test_fair_sharing_weight_divides_the_share() -> None:
 
 def test_weight_zero_while_borrowing_is_an_infinite_share() -> None:
     # b with weight 0 borrows after admission: infinite share, so a-next goes first.
-    r = run(replaced(flat(config()), gpu_queue("b", "c", {A10: 5}, weight="0")))
+    r = run_manifests(replaced(flat(fair_sharing_config()), gpu_queue("b", "c", {A10: 5}, weight="0")))
     assert r.is_admitted("a-next")
     assert not r.is_admitted("b-next")
     # b does not borrow now: a weight of 0 then means share 0.
@@ -110,18 +110,18 @@ def test_weight_zero_while_borrowing_is_an_infinite_share() -> None:
 
 def test_equal_shares_go_by_priority_then_age() -> None:
     docs = [
-        config(),
+        fair_sharing_config(),
         *gpu_flavors(weighted=False),
         gpu_queue("pool", "c", {A10: 4}),
         gpu_queue("a", "c", {A10: 0}),
         gpu_queue("b", "c", {A10: 0}),
         *queues("a", "b"),
-        pending("a-next", "a", {GPU: "4"}, priority=1, created=EARLY),
-        pending("b-next", "b", {GPU: "4"}, priority=2, created=LATE),
+        workload_manifest("a-next", "a", {GPU: "4"}, priority=1, created=EARLY),
+        workload_manifest("b-next", "b", {GPU: "4"}, priority=2, created=LATE),
     ]
-    r = run(docs)
+    r = run_manifests(docs)
     assert r.is_admitted("b-next") and not r.is_admitted("a-next")
-    r = run(replaced(docs, pending("b-next", "b", {GPU: "4"}, priority=1, created=LATE)))
+    r = run_manifests(replaced(docs, workload_manifest("b-next", "b", {GPU: "4"}, priority=1, created=LATE)))
     assert r.is_admitted("a-next") and not r.is_admitted("b-next")
 
 
@@ -133,27 +133,27 @@ def non_borrowing(**gates: bool) -> list[Manifest]:
     b-next (5 h100) makes b borrow 5: 5/110. Only 5 h100 GPUs are free.
     """
     return [
-        config(None, **gates),
+        fair_sharing_config(None, **gates),
         *gpu_flavors(weighted=False),
         gpu_queue("pool", "c", {A10: 100}),
         gpu_queue("a", "c", {H100: 5, A10: 0}),
         gpu_queue("b", "c", {H100: 5}),
         *queues("a", "b"),
-        admitted("a-spot", "a", {GPU: (A10, 50)}),
-        admitted("b-old", "b", {GPU: (H100, 5)}),
-        pending("a-next", "a", {GPU: "5"}, selector={"accelerator": "nvidia-h100"}),
-        pending("b-next", "b", {GPU: "5"}),
+        admitted_workload("a-spot", "a", {GPU: (A10, 50)}),
+        admitted_workload("b-old", "b", {GPU: (H100, 5)}),
+        workload_manifest("a-next", "a", {GPU: "5"}, selector={"accelerator": "nvidia-h100"}),
+        workload_manifest("b-next", "b", {GPU: "5"}),
     ]
 
 
 def test_a_queue_not_borrowing_on_what_it_asks_for_goes_first() -> None:
-    r = run(non_borrowing())
+    r = run_manifests(non_borrowing())
     assert r.is_admitted("a-next")
     assert not r.is_admitted("b-next")
 
 
 def test_without_prioritize_non_borrowing_the_share_decides() -> None:
-    r = run(non_borrowing(FairSharingPrioritizeNonBorrowing=False))
+    r = run_manifests(non_borrowing(FairSharingPrioritizeNonBorrowing=False))
     assert r.is_admitted("b-next")
     assert not r.is_admitted("a-next")
 
@@ -168,26 +168,26 @@ def hierarchy() -> list[Manifest]:
     borrows 9/32, right with r1-next 4/32. r1-next wins; then 0 GPUs are free.
     """
     return [
-        config(),
+        fair_sharing_config(),
         *gpu_flavors(weighted=False),
-        cohort("org"),
-        cohort("left", "org"),
-        cohort("right", "org"),
+        cohort_manifest("org"),
+        cohort_manifest("left", "org"),
+        cohort_manifest("right", "org"),
         gpu_queue("pool", "org", {A10: 12}),
         gpu_queue("l1", "left", {A10: 5}),
         gpu_queue("l2", "left", {A10: 5}),
         gpu_queue("r1", "right", {A10: 10}),
         *queues("l1", "l2", "r1"),
-        admitted("l1-old", "l1", {GPU: (A10, 13)}),
-        admitted("l2-old", "l2", {GPU: (A10, 5)}),
-        admitted("r1-old", "r1", {GPU: (A10, 10)}),
-        pending("l2-next", "l2", {GPU: "1"}, created=EARLY),
-        pending("r1-next", "r1", {GPU: "4"}, created=LATE),
+        admitted_workload("l1-old", "l1", {GPU: (A10, 13)}),
+        admitted_workload("l2-old", "l2", {GPU: (A10, 5)}),
+        admitted_workload("r1-old", "r1", {GPU: (A10, 10)}),
+        workload_manifest("l2-next", "l2", {GPU: "1"}, created=EARLY),
+        workload_manifest("r1-next", "r1", {GPU: "4"}, created=LATE),
     ]
 
 
 def test_the_tournament_compares_at_every_cohort_level() -> None:
-    r = run(hierarchy())
+    r = run_manifests(hierarchy())
     assert r.is_admitted("r1-next")
     assert not r.is_admitted("l2-next")
     assert r.statuses() == {
@@ -211,24 +211,24 @@ def test_each_pop_sees_what_the_previous_ones_took() -> None:
     before the cycle would have let l1-next, 4/28 < 5/28, go second.)
     """
     docs = [
-        config(),
+        fair_sharing_config(),
         *gpu_flavors(weighted=False),
-        cohort("org"),
-        cohort("left", "org"),
-        cohort("right", "org"),
+        cohort_manifest("org"),
+        cohort_manifest("left", "org"),
+        cohort_manifest("right", "org"),
         gpu_queue("pool", "org", {A10: 8}),
         gpu_queue("l1", "left", {A10: 5}),
         gpu_queue("l2", "left", {A10: 5}),
         gpu_queue("r1", "right", {A10: 10}),
         *queues("l1", "l2", "r1"),
-        admitted("l1-old", "l1", {GPU: (A10, 5)}),
-        admitted("l2-old", "l2", {GPU: (A10, 5)}),
-        admitted("r1-old", "r1", {GPU: (A10, 10)}),
-        pending("l2-next", "l2", {GPU: "3"}),
-        pending("l1-next", "l1", {GPU: "4"}),
-        pending("r1-next", "r1", {GPU: "5"}),
+        admitted_workload("l1-old", "l1", {GPU: (A10, 5)}),
+        admitted_workload("l2-old", "l2", {GPU: (A10, 5)}),
+        admitted_workload("r1-old", "r1", {GPU: (A10, 10)}),
+        workload_manifest("l2-next", "l2", {GPU: "3"}),
+        workload_manifest("l1-next", "l1", {GPU: "4"}),
+        workload_manifest("r1-next", "r1", {GPU: "5"}),
     ]
-    r = run(docs)
+    r = run_manifests(docs)
     assert r.admitted_in("l2") == ["l2-next", "l2-old"]
     assert r.admitted_in("r1") == ["r1-next", "r1-old"]
     assert r.admitted_in("l1") == ["l1-old"]
@@ -237,7 +237,7 @@ def test_each_pop_sees_what_the_previous_ones_took() -> None:
 @pytest.mark.parametrize(
     "scenario",
     [
-        lambda: flat(config()),
+        lambda: flat(fair_sharing_config()),
         lambda: non_borrowing(),
         lambda: non_borrowing(FairSharingPrioritizeNonBorrowing=False),
         hierarchy,
@@ -245,7 +245,7 @@ def test_each_pop_sees_what_the_previous_ones_took() -> None:
     ids=["flat", "non-borrowing", "non-borrowing-gate-off", "hierarchy"],
 )
 def test_uniform_weights_decide_exactly_as_no_weights(scenario: Callable[[], list[Manifest]]) -> None:
-    plain, weighted = run(scenario()), run(with_uniform_weights(scenario()))
+    plain, weighted = run_manifests(scenario()), run_manifests(with_uniform_weights(scenario()))
     assert [(d.ref, d.action, d.status) for d in weighted.decisions] == [
         (d.ref, d.action, d.status) for d in plain.decisions
     ]

@@ -18,22 +18,22 @@ from kueuestream.admission import drs
 from kueuestream.admission.fair_sharing import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
 from kueuestream.admission.preemption import Candidate, Preemptor
 from kueuestream.admission.state import Phase
-from tests.fair_sharing.fs_helpers import (
+from tests.helpers import (
     A10,
     GPU,
     H100,
     Manifest,
-    admitted,
-    cohort,
-    config,
+    admitted_workload,
+    cohort_manifest,
+    fair_sharing_config,
     gpu_flavors,
     gpu_queue,
-    local_queue,
-    pending,
-    run,
+    local_queue_manifest,
+    run_manifests,
     strip_weights,
     with_uniform_weights,
     without,
+    workload_manifest,
 )
 
 S2A = [LESS_THAN_OR_EQUAL_TO_FINAL_SHARE]
@@ -41,6 +41,32 @@ S2B = [LESS_THAN_INITIAL_SHARE]
 BOTH = [LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE]
 RECLAIM = {"reclaimWithinCohort": "Any"}
 H100_ONLY = {"accelerator": "nvidia-h100"}
+
+
+def lab(
+    strategies: list[str] | None, weighted: bool, *, lender_h100: int, p_spot: int, t_h100: dict[str, int]
+) -> list[Manifest]:
+    """Cohort ``lab`` of the two scenarios below: the lender has ``lender_h100`` h100 and 100
+    a10-spot, p (reclaiming) and t 10 h100 each. p runs 10 h100 and borrows ``p_spot`` a10-spot;
+    t runs the workloads of ``t_h100`` (name: h100 GPUs), admitted 10 minutes apart in that
+    order. p-new asks for 5 h100."""
+    docs = [
+        fair_sharing_config(strategies),
+        *gpu_flavors(weighted=True),
+        gpu_queue("lender", "lab", {H100: lender_h100, A10: 100}),
+        gpu_queue("p", "lab", {H100: 10, A10: 0}, RECLAIM),
+        gpu_queue("t", "lab", {H100: 10}),
+        local_queue_manifest("p", "p"),
+        local_queue_manifest("t", "t"),
+        admitted_workload("p-h100", "p", {GPU: (H100, 10)}),
+        admitted_workload("p-spot", "p", {GPU: (A10, p_spot)}),
+        *(
+            admitted_workload(name, "t", {GPU: (H100, gpus)}, reserved=f"2026-01-01T09:{10 * i:02d}:00Z")
+            for i, (name, gpus) in enumerate(t_h100.items())
+        ),
+        workload_manifest("p-new", "p", {GPU: "5"}, selector=H100_ONLY),
+    ]
+    return docs if weighted else strip_weights(docs)
 
 
 def final_share_scenario(strategies: list[str] | None, weighted: bool) -> list[Manifest]:
@@ -61,22 +87,7 @@ def final_share_scenario(strategies: list[str] | None, weighted: bool) -> list[M
     S2-a unweighted: 0.321 > 0.107 (t-mid: the same; t-big: t's share 0): no victim.
     S2-b unweighted: 0.321 is not < 0.143 either.
     """
-    docs = [
-        config(strategies),
-        *gpu_flavors(weighted=True),
-        gpu_queue("lender", "lab", {H100: 20, A10: 100}),
-        gpu_queue("p", "lab", {H100: 10, A10: 0}, RECLAIM),
-        gpu_queue("t", "lab", {H100: 10}),
-        local_queue("default", "p", "p"),
-        local_queue("default", "t", "t"),
-        admitted("p-h100", "p", {GPU: (H100, 10)}),
-        admitted("p-spot", "p", {GPU: (A10, 40)}),
-        admitted("t-big", "t", {GPU: (H100, 20)}, reserved="2026-01-01T09:00:00Z"),
-        admitted("t-mid", "t", {GPU: (H100, 5)}, reserved="2026-01-01T09:10:00Z"),
-        admitted("t-new", "t", {GPU: (H100, 5)}, reserved="2026-01-01T09:20:00Z"),
-        pending("p-new", "p", {GPU: "5"}, selector=H100_ONLY),
-    ]
-    return docs if weighted else strip_weights(docs)
+    return lab(strategies, weighted, lender_h100=20, p_spot=40, t_h100={"t-big": 20, "t-mid": 5, "t-new": 5})
 
 
 def initial_share_scenario(strategies: list[str] | None, weighted: bool) -> list[Manifest]:
@@ -95,21 +106,7 @@ def initial_share_scenario(strategies: list[str] | None, weighted: bool) -> list
     S2-b weighted: 0.176 < 0.235, so t-new (the first candidate) goes.
     S2-b unweighted: 0.192 is not < 0.077: no victim.
     """
-    docs = [
-        config(strategies),
-        *gpu_flavors(weighted=True),
-        gpu_queue("lender", "lab", {H100: 10, A10: 100}),
-        gpu_queue("p", "lab", {H100: 10, A10: 0}, RECLAIM),
-        gpu_queue("t", "lab", {H100: 10}),
-        local_queue("default", "p", "p"),
-        local_queue("default", "t", "t"),
-        admitted("p-h100", "p", {GPU: (H100, 10)}),
-        admitted("p-spot", "p", {GPU: (A10, 20)}),
-        admitted("t-old", "t", {GPU: (H100, 10)}, reserved="2026-01-01T09:00:00Z"),
-        admitted("t-new", "t", {GPU: (H100, 10)}, reserved="2026-01-01T09:10:00Z"),
-        pending("p-new", "p", {GPU: "5"}, selector=H100_ONLY),
-    ]
-    return docs if weighted else strip_weights(docs)
+    return lab(strategies, weighted, lender_h100=10, p_spot=20, t_h100={"t-old": 10, "t-new": 10})
 
 
 # ------------------------------------------------------ LessThanOrEqualToFinalShare
@@ -117,10 +114,10 @@ def initial_share_scenario(strategies: list[str] | None, weighted: bool) -> list
 
 @pytest.mark.parametrize("strategies", [S2A, BOTH, None], ids=["S2-a", "both", "default"])
 def test_final_share_rule_preempts_on_the_weighted_share(strategies: list[str] | None) -> None:
-    r = run(final_share_scenario(strategies, weighted=True))
+    r = run_manifests(final_share_scenario(strategies, weighted=True))
     assert r.evictions() == [("t-new", "InCohortFairSharing")]
     assert r.is_admitted("p-new")
-    assert r.flavors_of("p-new") == {GPU: H100}
+    assert r.flavors("p-new") == {GPU: H100}
     assert r.admitted_in("t") == ["t-big", "t-mid"]
     preempted = r.condition("t-new", "Preempted")
     assert preempted is not None
@@ -132,7 +129,7 @@ def test_final_share_rule_preempts_on_the_weighted_share(strategies: list[str] |
 
 @pytest.mark.parametrize("strategies", [S2A, BOTH], ids=["S2-a", "both"])
 def test_final_share_rule_without_weights_preempts_nothing(strategies: list[str]) -> None:
-    r = run(final_share_scenario(strategies, weighted=False))
+    r = run_manifests(final_share_scenario(strategies, weighted=False))
     assert r.evictions() == []
     assert not r.is_admitted("p-new")
     assert r.admitted_in("t") == ["t-big", "t-mid", "t-new"]
@@ -144,7 +141,7 @@ def test_final_share_shares_match_the_hand_computation() -> None:
         (False, Fraction(45, 140), Fraction(20, 140), Fraction(15, 140)),
     ):
         docs = without(final_share_scenario(S2A, weighted), "p-new")
-        r = run(docs)
+        r = run_manifests(docs)
         assert r.share("t").weighted_share == t_old
         r.engine.cqs["p"].node.add_usage((H100, GPU), 5)
         assert r.share("p").weighted_share == p_new
@@ -157,21 +154,21 @@ def test_final_share_shares_match_the_hand_computation() -> None:
 
 @pytest.mark.parametrize("strategies", [S2B, BOTH, None], ids=["S2-b", "both", "default"])
 def test_initial_share_rule_preempts_on_the_weighted_share(strategies: list[str] | None) -> None:
-    r = run(initial_share_scenario(strategies, weighted=True))
+    r = run_manifests(initial_share_scenario(strategies, weighted=True))
     assert r.evictions() == [("t-new", "InCohortFairSharing")]
     assert r.is_admitted("p-new")
     assert r.admitted_in("t") == ["t-old"]
 
 
 def test_final_share_rule_alone_cannot_preempt_where_only_the_initial_share_rule_can() -> None:
-    r = run(initial_share_scenario(S2A, weighted=True))
+    r = run_manifests(initial_share_scenario(S2A, weighted=True))
     assert r.evictions() == []
     assert not r.is_admitted("p-new")
 
 
 @pytest.mark.parametrize("strategies", [S2B, BOTH], ids=["S2-b", "both"])
 def test_initial_share_rule_without_weights_preempts_nothing(strategies: list[str]) -> None:
-    r = run(initial_share_scenario(strategies, weighted=False))
+    r = run_manifests(initial_share_scenario(strategies, weighted=False))
     assert r.evictions() == []
     assert not r.is_admitted("p-new")
 
@@ -182,7 +179,7 @@ def test_initial_share_shares_match_the_hand_computation() -> None:
         (False, Fraction(25, 130), Fraction(10, 130)),
     ):
         docs = without(initial_share_scenario(S2B, weighted), "p-new")
-        r = run(docs)
+        r = run_manifests(docs)
         assert r.share("t").weighted_share == t_old
         r.engine.cqs["p"].node.add_usage((H100, GPU), 5)
         assert r.share("p").weighted_share == p_new
@@ -205,23 +202,23 @@ def plain(
     ``p_running`` GPUs, the lender ``lender_running``, and p-new asks for 4 GPUs.
     """
     docs = [
-        config(strategies, **gates),
+        fair_sharing_config(strategies, **gates),
         *gpu_flavors(weighted=False),
         gpu_queue("lender", "c", {A10: 10}),
         gpu_queue("p", "c", {A10: 10}, RECLAIM),
         gpu_queue("t", "c", {A10: 10}),
-        local_queue("default", "p", "p"),
-        local_queue("default", "t", "t"),
+        local_queue_manifest("p", "p"),
+        local_queue_manifest("t", "t"),
         *[
-            admitted(f"t-{i}", "t", {GPU: (A10, size)}, reserved=f"2026-01-01T09:0{i}:00Z")
+            admitted_workload(f"t-{i}", "t", {GPU: (A10, size)}, reserved=f"2026-01-01T09:0{i}:00Z")
             for i, size in enumerate(t_sizes)
         ],
-        pending("p-new", "p", {GPU: "4"}),
+        workload_manifest("p-new", "p", {GPU: "4"}),
     ]
     if p_running:
-        docs.append(admitted("p-old", "p", {GPU: (A10, p_running)}))
+        docs.append(admitted_workload("p-old", "p", {GPU: (A10, p_running)}))
     if lender_running:
-        docs.append(admitted("lender-own", "lender", {GPU: (A10, lender_running)}))
+        docs.append(admitted_workload("lender-own", "lender", {GPU: (A10, lender_running)}))
     return docs
 
 
@@ -231,7 +228,7 @@ FULL = [10, 4, 4, 4, 4, 4]  # t runs 30 (borrows 20): nothing is free
 def test_within_nominal_the_preemptor_reclaims_regardless_of_shares() -> None:
     # p runs nothing, so with p-new it stays within its nominal 10: it reclaims.
     # t-5, the most recently admitted, goes first; then 4 GPUs are free.
-    r = run(plain(FULL, p_running=0))
+    r = run_manifests(plain(FULL, p_running=0))
     assert r.evictions() == [("t-5", "InCohortReclamation")]
     assert r.is_admitted("p-new")
 
@@ -239,7 +236,7 @@ def test_within_nominal_the_preemptor_reclaims_regardless_of_shares() -> None:
 def test_with_the_within_nominal_gate_off_the_strategies_decide() -> None:
     # p with p-new borrows nothing (share 0); t borrows 20/30, 16/30 without t-5:
     # 0 <= 16/30, rule S2-a passes.
-    r = run(plain(FULL, p_running=0, strategies=S2A, FairSharingPreemptWithinNominal=False))
+    r = run_manifests(plain(FULL, p_running=0, strategies=S2A, FairSharingPreemptWithinNominal=False))
     assert r.evictions() == [("t-5", "InCohortFairSharing")]
     assert r.is_admitted("p-new")
 
@@ -247,7 +244,7 @@ def test_with_the_within_nominal_gate_off_the_strategies_decide() -> None:
 def test_equal_final_shares_pass_the_final_share_rule() -> None:
     # t runs 18 (t-0 10, t-1 4, t-2 4: borrows 8), p runs 10: 2 GPUs free.
     # p with p-new borrows 4: 4/30. t without t-2 borrows 4: 4/30. 4/30 <= 4/30.
-    r = run(plain([10, 4, 4], p_running=10, strategies=S2A))
+    r = run_manifests(plain([10, 4, 4], p_running=10, strategies=S2A))
     assert r.evictions() == [("t-2", "InCohortFairSharing")]
     assert r.is_admitted("p-new")
     assert r.share("p").weighted_share == Fraction(4, 30)
@@ -259,30 +256,30 @@ def test_a_preemptor_does_not_overtake_an_equal_share(strategies: list[str]) -> 
     # The lender runs 4, t runs 14 (t-0 10, t-1 4: borrows 4), p runs 10: 2 GPUs free.
     # p with p-new borrows 4: 4/30, exactly t's share now (4/30) and above t's
     # share without either candidate (0): neither rule lets p-new through.
-    r = run(plain([10, 4], p_running=10, strategies=strategies, lender_running=4))
+    r = run_manifests(plain([10, 4], p_running=10, strategies=strategies, lender_running=4))
     assert r.evictions() == []
     assert not r.is_admitted("p-new")
 
 
 def test_in_cluster_queue_preemption_by_priority() -> None:
     docs = [
-        config(),
+        fair_sharing_config(),
         *strip_weights(gpu_flavors(weighted=False)),
         gpu_queue("p", "c", {A10: 4}, {"withinClusterQueue": "LowerPriority"}),
         gpu_queue("t", "c", {A10: 4}),
-        local_queue("default", "p", "p"),
-        admitted("low", "p", {GPU: (A10, 4)}, priority=1),
-        admitted("t-0", "t", {GPU: (A10, 4)}),
-        pending("high", "p", {GPU: "4"}, priority=10),
+        local_queue_manifest("p", "p"),
+        admitted_workload("low", "p", {GPU: (A10, 4)}, priority=1),
+        admitted_workload("t-0", "t", {GPU: (A10, 4)}),
+        workload_manifest("high", "p", {GPU: "4"}, priority=10),
     ]
-    r = run(docs)
+    r = run_manifests(docs)
     assert r.evictions() == [("low", "InClusterQueue")]
     assert r.is_admitted("high")
 
 
 def test_targets_leave_the_quota_tree_as_they_found_it() -> None:
     docs = without(final_share_scenario(BOTH, True), "p-new")
-    r = run(docs)
+    r = run_manifests(docs)
     engine = r.engine
     before = {n.name: dict(n.usage) for n in engine.cohorts["lab"].walk()}
     cq = engine.cqs["p"]
@@ -315,24 +312,24 @@ def test_hierarchical_cohorts_compare_the_almost_least_common_ancestors() -> Non
     Compared queue to queue it would fail: t1 without t1-b borrows 1 (1/30).
     """
     docs = [
-        config(S2A),
+        fair_sharing_config(S2A),
         *gpu_flavors(weighted=False),
-        cohort("org"),
-        cohort("left", "org"),
-        cohort("right", "org"),
+        cohort_manifest("org"),
+        cohort_manifest("left", "org"),
+        cohort_manifest("right", "org"),
         gpu_queue("pool", "org", {A10: 10}),
         gpu_queue("p", "left", {A10: 10}, RECLAIM),
         gpu_queue("t1", "right", {A10: 5}),
         gpu_queue("t2", "right", {A10: 5}),
-        local_queue("default", "p", "p"),
-        admitted("p-old", "p", {GPU: (A10, 10)}),
-        admitted("t1-a", "t1", {GPU: (A10, 6)}, reserved="2026-01-01T09:00:00Z"),
-        admitted("t1-b", "t1", {GPU: (A10, 6)}, reserved="2026-01-01T09:05:00Z"),
-        admitted("t2-a", "t2", {GPU: (A10, 4)}, reserved="2026-01-01T09:01:00Z"),
-        admitted("t2-b", "t2", {GPU: (A10, 4)}, reserved="2026-01-01T09:06:00Z"),
-        pending("p-new", "p", {GPU: "4"}),
+        local_queue_manifest("p", "p"),
+        admitted_workload("p-old", "p", {GPU: (A10, 10)}),
+        admitted_workload("t1-a", "t1", {GPU: (A10, 6)}, reserved="2026-01-01T09:00:00Z"),
+        admitted_workload("t1-b", "t1", {GPU: (A10, 6)}, reserved="2026-01-01T09:05:00Z"),
+        admitted_workload("t2-a", "t2", {GPU: (A10, 4)}, reserved="2026-01-01T09:01:00Z"),
+        admitted_workload("t2-b", "t2", {GPU: (A10, 4)}, reserved="2026-01-01T09:06:00Z"),
+        workload_manifest("p-new", "p", {GPU: "4"}),
     ]
-    r = run(docs)
+    r = run_manifests(docs)
     assert r.evictions() == [("t1-b", "InCohortFairSharing")]
     assert r.is_admitted("p-new")
     assert r.share("left").weighted_share == Fraction(4, 30)
@@ -352,7 +349,7 @@ def test_hierarchical_cohorts_compare_the_almost_least_common_ancestors() -> Non
     ids=["within-nominal", "gate-off", "equal-final", "equal-initial", "final-share", "initial-share"],
 )
 def test_uniform_weights_preempt_exactly_as_no_weights(scenario: Callable[[], list[Manifest]]) -> None:
-    plain_run, weighted = run(scenario()), run(with_uniform_weights(scenario()))
+    plain_run, weighted = run_manifests(scenario()), run_manifests(with_uniform_weights(scenario()))
     assert [(d.ref, d.action, d.status) for d in weighted.decisions] == [
         (d.ref, d.action, d.status) for d in plain_run.decisions
     ]

@@ -47,19 +47,19 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from tests.fair_sharing.fs_helpers import (
+from tests.helpers import (
     A10,
     GPU,
     H100,
     Manifest,
-    admitted,
-    config,
+    admitted_workload,
+    fair_sharing_config,
     gpu_flavors,
     gpu_queue,
-    local_queue,
-    pending,
-    run,
+    local_queue_manifest,
+    run_manifests,
     without,
+    workload_manifest,
 )
 
 RECLAIM = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
@@ -68,26 +68,28 @@ H100_ONLY = {"accelerator": "nvidia-h100"}
 
 def story(weighted: bool) -> list[Manifest]:
     return [
-        config(),
+        fair_sharing_config(),
         *gpu_flavors(weighted),
         gpu_queue("team-a", "gpus", {H100: 10, A10: 0}, RECLAIM),
         gpu_queue("team-b", "gpus", {H100: 90}, RECLAIM),
         gpu_queue("gpu-pool", "gpus", {A10: 500}),
-        local_queue("default", "team-a", "team-a"),
-        local_queue("default", "team-b", "team-b"),
-        admitted("a-spot-sweep", "team-a", {GPU: (A10, 60)}),
-        admitted("b-training", "team-b", {GPU: (H100, 85)}),
-        pending("b-eval", "team-b", {GPU: "1"}, count=15, selector=H100_ONLY, created="2026-02-15T10:00:00Z"),
-        pending(
+        local_queue_manifest("team-a", "team-a"),
+        local_queue_manifest("team-b", "team-b"),
+        admitted_workload("a-spot-sweep", "team-a", {GPU: (A10, 60)}),
+        admitted_workload("b-training", "team-b", {GPU: (H100, 85)}),
+        workload_manifest(
+            "b-eval", "team-b", {GPU: "1"}, count=15, selector=H100_ONLY, created="2026-02-15T10:00:00Z"
+        ),
+        workload_manifest(
             "a-finetune", "team-a", {GPU: "1"}, count=11, selector=H100_ONLY, created="2026-02-15T10:01:00Z"
         ),
     ]
 
 
 def test_with_weights_the_team_borrowing_cheap_gpus_wins_the_h100() -> None:
-    r = run(story(weighted=True))
+    r = run_manifests(story(weighted=True))
     assert r.is_admitted("a-finetune")
-    assert r.flavors_of("a-finetune") == {GPU: H100}
+    assert r.flavors("a-finetune") == {GPU: H100}
     assert not r.is_admitted("b-eval")
     assert r.condition("b-eval", "QuotaReserved")["message"] == (  # type: ignore[index]
         "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
@@ -105,9 +107,9 @@ def test_with_weights_the_team_borrowing_cheap_gpus_wins_the_h100() -> None:
 
 
 def test_without_weights_the_outcome_flips() -> None:
-    r = run(story(weighted=False))
+    r = run_manifests(story(weighted=False))
     assert r.is_admitted("b-eval")
-    assert r.flavors_of("b-eval") == {GPU: H100}
+    assert r.flavors("b-eval") == {GPU: H100}
     assert not r.is_admitted("a-finetune")
     assert r.evictions() == []
     assert r.share("team-b").weighted_share == Fraction(10, 600)
@@ -123,7 +125,7 @@ def test_the_shares_the_tournament_compares() -> None:
         (True, Fraction(68, 1300), Fraction(80, 1300)),
         (False, Fraction(61, 600), Fraction(10, 600)),
     ):
-        r = run(without(story(weighted), "a-finetune", "b-eval"))
+        r = run_manifests(without(story(weighted), "a-finetune", "b-eval"))
         a, b = r.engine.cqs["team-a"].node, r.engine.cqs["team-b"].node
         a.add_usage((H100, GPU), 11)
         b.add_usage((H100, GPU), 15)

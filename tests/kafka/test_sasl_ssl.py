@@ -30,8 +30,8 @@ import pytest
 
 from kueuestream.admission.events import Action
 from kueuestream.agents.cli.main import main
-from kueuestream.agents.cli.simulate import run_simulate
 from kueuestream.agents.embedded.runtime import admit_documents
+from kueuestream.agents.simulator.command import run_simulate
 from kueuestream.agents.sources.manifests import load_paths
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec

@@ -1,13 +1,18 @@
-"""Checks on decision streams: quota limits after every decision, exactly-once, outcomes."""
+"""Checks on decision streams (quota limits after every decision, exactly-once, outcomes) and on
+the admission shards' state (each Workload and ClusterQueue in exactly one shard)."""
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kueuestream.admission.events import Action
 from kueuestream.admission.quantity import parse_quantity, resource_value
+from kueuestream.agents.admission import AdmissionHandler
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import DecisionRecord
 
@@ -147,6 +152,18 @@ def assert_exactly_once(partitions: Sequence[Sequence[DecisionRecord]]) -> None:
             seen.add(key)
 
 
+def assert_admitted_once(parts: list[list[Any]]) -> None:
+    """A Workload admitted once stays admitted across moves: never admitted again unless requeued."""
+    actions: dict[str, list[str]] = {}
+    for part in parts:
+        for d in part:
+            actions.setdefault(d.ref.name, []).append(d.action.value)
+    for name, seq in actions.items():
+        admitted = [i for i, a in enumerate(seq) if a == "Admitted"]
+        for first, second in itertools.pairwise(admitted):
+            assert "Requeued" in seq[first:second], f"{name} admitted twice: {seq}"
+
+
 def per_workload(partitions: Sequence[Sequence[DecisionRecord]]) -> dict[str, list[tuple[str, str, str]]]:
     """Each Workload's decisions in order, without their cause: comparable across runtimes."""
     out: dict[str, list[tuple[str, str, str]]] = {}
@@ -164,3 +181,32 @@ def final_statuses(partitions: Sequence[Sequence[DecisionRecord]]) -> dict[str, 
         for d in decisions:
             out[f"{d.ref.namespace}/{d.ref.name}"] = (d.action.value, d.status)
     return dict(sorted(out.items()))
+
+
+def engines(pipeline: EmbeddedPipeline | AdmissionHandler) -> dict[str, Any]:
+    handler = pipeline.admission if isinstance(pipeline, EmbeddedPipeline) else pipeline
+    states = [handler.states[p] for p in sorted(handler.states)]
+    return {shard: st.engine for state in states for shard, st in state.shards.items()}
+
+
+def holders(pipeline: EmbeddedPipeline | AdmissionHandler) -> Counter[tuple[str, str]]:
+    """How many shards hold each Workload: it must be exactly one."""
+    return Counter(key for engine in engines(pipeline).values() for key in engine.workloads)
+
+
+def assert_usage_consistent(pipeline: EmbeddedPipeline | AdmissionHandler) -> dict[str, dict[FR, int]]:
+    """Every ClusterQueue is in one shard, and its usage is its admitted Workloads' usage."""
+    seen: dict[str, str] = {}
+    usage: dict[str, dict[FR, int]] = {}
+    for shard, engine in engines(pipeline).items():
+        for name, cq in engine.cqs.items():
+            assert name not in seen, f"ClusterQueue {name} in {seen[name]} and {shard}"
+            seen[name] = shard
+            expected: dict[FR, int] = {}
+            for rec in engine.workloads.values():
+                if rec.phase.value == "Admitted" and rec.cluster_queue == name:
+                    for fr, amount in rec.usage.items():
+                        expected[fr] = expected.get(fr, 0) + amount
+            assert {fr: a for fr, a in cq.node.usage.items() if a} == expected, name
+            usage[name] = expected
+    return usage

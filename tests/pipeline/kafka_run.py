@@ -1,23 +1,19 @@
-"""Running the Faust workers for real: subprocesses on the test broker, and reading their topics."""
+"""The Faust workers for real, on the test broker: starting them, feeding them, reading their topics."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from kueuestream.agents.audit.replay import Verdict, verify
-from kueuestream.agents.faust_worker.publish import ensure_topics, send_watch
+from kueuestream.agents.faust_worker.processes import WorkerProcesses
+from kueuestream.agents.faust_worker.publish import send_watch
 from kueuestream.agents.log_entries import decode_entry
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url
@@ -25,113 +21,14 @@ from kueuestream.streams.log import Record
 from kueuestream.streams.schemas import DecisionRecord
 from tests.pipeline.checks import decode_all
 
-REPO = Path(__file__).resolve().parents[2]
 # Upper bound for one wait on the pipeline; a test normally waits a fraction of it.
 TIMEOUT = 60.0
 
 
-class Workers:
-    """``count`` Faust workers of one app on one set of topics, stopped on exit (and logs kept on failure)."""
-
-    def __init__(self, broker: str, tmp: Path, count: int, *, tag: str = "") -> None:
-        self.broker = broker
-        self.tmp = tmp
-        self.count = count
-        ident = uuid.uuid4().hex[:8]
-        self.prefix = f"t{ident}{tag}."
-        self.app_id = f"ks-{ident}{tag}"
-        self.names = TopicNames(self.prefix)
-        self.procs: list[subprocess.Popen[bytes] | None] = [None] * count
-        self.starts = [0] * count
-
-    def start(self, i: int) -> None:
-        self.starts[i] += 1
-        logfile = open(self.tmp / f"worker-{i}-{self.starts[i]}.log", "wb")  # noqa: SIM115 (owned by the child)
-        self.procs[i] = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kueuestream",
-                "worker",
-                "--broker",
-                self.broker,
-                "--app-id",
-                self.app_id,
-                "--topic-prefix",
-                self.prefix,
-                "--datadir",
-                str(self.tmp / f"faust-{i}"),
-                "--loglevel",
-                "info",
-                # Time moves only with the events written: comparable with an embedded run.
-                "--no-clock",
-            ],
-            cwd=REPO,
-            stdout=logfile,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        logfile.close()
-
-    def kill(self, i: int, sig: int = signal.SIGKILL) -> None:
-        proc = self.procs[i]
-        assert proc is not None
-        proc.send_signal(sig)
-        proc.wait(timeout=30)
-        self.procs[i] = None
-
-    def log_of(self, i: int) -> str:
-        return (self.tmp / f"worker-{i}-{self.starts[i]}.log").read_text(errors="replace")
-
-    def wait_stable(self, timeout: float = TIMEOUT, quiet: float = 1.5) -> None:
-        """Wait until every live worker is ready after the group's last rebalance."""
-        deadline = time.monotonic() + timeout
-        last: list[str] = []
-        while time.monotonic() < deadline:
-            logs = [self.log_of(i) for i in self.alive()]
-            ready = all(
-                log.rfind("Worker ready") > log.rfind("Revoking previously assigned partitions") >= 0
-                for log in logs
-            )
-            if ready and logs == last:
-                return
-            last = logs if ready else []
-            time.sleep(quiet)
-        raise AssertionError(f"the {self.count} workers did not settle in {timeout:g}s")
-
-    def alive(self) -> list[int]:
-        return [i for i, p in enumerate(self.procs) if p is not None and p.poll() is None]
-
-    def __enter__(self) -> Self:
-        asyncio.run(_create(self.broker, self.names))
-        for i in range(self.count):
-            self.start(i)
-        self.wait_stable()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        for i, proc in enumerate(self.procs):
-            if proc is None:
-                continue
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=15)
-            self.procs[i] = None
-        if exc_type is not None:
-            for log in sorted(self.tmp.glob("worker-*.log")):
-                tail = log.read_text(errors="replace")[-3000:]
-                print(f"--- {log.name} ---\n{tail}", file=sys.stderr)
-
-
-async def _create(broker: str, names: TopicNames) -> None:
-    async with KafkaLog(broker) as kafka:
-        await ensure_topics(kafka, names)
+def worker_group(broker: str, tmp: Path, count: int, *, tag: str = "") -> WorkerProcesses:
+    """``count`` workers on topics of their own, writing no clock ticks: time moves only with the
+    events the test writes, so their decisions compare with an embedded run's."""
+    return WorkerProcesses.isolated(broker, count, tmp, tag=tag, clock=False)
 
 
 async def read_topic(kafka: KafkaLog, topic: str) -> list[list[Record]]:
@@ -139,8 +36,10 @@ async def read_topic(kafka: KafkaLog, topic: str) -> list[list[Record]]:
     return [[r async for r in kafka.read(topic, p)] for p in range(count)]
 
 
-async def read_decisions(kafka: KafkaLog, names: TopicNames) -> list[list[DecisionRecord]]:
-    return [decode_all(r.value for r in part) for part in await read_topic(kafka, names.decisions)]
+async def decisions_of(broker: str, names: TopicNames) -> list[list[DecisionRecord]]:
+    """Every decision written to ``names.decisions`` so far, per partition."""
+    async with KafkaLog(broker) as kafka:
+        return [decode_all(r.value for r in part) for part in await read_topic(kafka, names.decisions)]
 
 
 async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = TIMEOUT) -> None:
@@ -204,7 +103,9 @@ def total(parts: Sequence[Sequence[object]]) -> int:
     return sum(len(p) for p in parts)
 
 
-async def settled(kafka: KafkaLog, w: Workers, watch_end: int) -> tuple[Verdict, list[list[Record]]] | None:
+async def settled(
+    kafka: KafkaLog, w: WorkerProcesses, watch_end: int
+) -> tuple[Verdict, list[list[Record]]] | None:
     """The replay verdict once every watch event is ingested and every decision written; else None."""
     admission = await read_topic(kafka, w.names.admission)
     ingested = max(
@@ -224,7 +125,7 @@ async def settled(kafka: KafkaLog, w: Workers, watch_end: int) -> tuple[Verdict,
 
 
 async def stream_with_a_kill(
-    broker: str, w: Workers, events: list[bytes], kill_at: int | None = None
+    broker: str, w: WorkerProcesses, events: list[bytes], kill_at: int | None = None
 ) -> tuple[Verdict, list[list[Record]]]:
     """Send ``events`` one by one (SIGKILL worker 0 and start it again after ``kill_at``); then
     wait until everything is processed, and return the replay verdict and the admission log."""

@@ -4,55 +4,18 @@ from __future__ import annotations
 
 from kueuestream.agents.embedded.memory_log import MemoryLog
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
-from kueuestream.streams import codec
-from kueuestream.streams.schemas import WatchEvent, WatchEventType
-from tests.pipeline import scenario as sc
+from tests.helpers import T0, cpu_workload, two_trees
 from tests.pipeline.embedded_run import decisions, errors, run_steps
-
-
-def bad_watch_values() -> list[bytes]:
-    """Malformed JSON, an unknown kind, an invalid Workload, a watch event missing its object."""
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": sc.NS}}
-    invalid = sc.workload("broken", "lq-solo", 1)
-    invalid["spec"]["podSets"][0]["count"] = "three"
-    return [
-        b'{"cluster": "local", "kind": ',
-        codec.encode(
-            WatchEvent(
-                cluster="local",
-                kind="Service",
-                apiVersion="v1",
-                namespace=sc.NS,
-                name="web",
-                type=WatchEventType.ADDED,
-                object=service,
-                timestamp=sc.T0 + 5000,
-            )
-        ),
-        codec.encode(
-            WatchEvent(
-                cluster="local",
-                kind="Workload",
-                apiVersion="kueue.x-k8s.io/v1beta1",
-                namespace=sc.NS,
-                name="broken",
-                type=WatchEventType.ADDED,
-                object=invalid,
-                timestamp=sc.T0 + 5000,
-            )
-        ),
-        b'{"cluster":"local","kind":"Workload","apiVersion":"kueue.x-k8s.io/v1beta1","name":"x",'
-        b'"type":"ADDED","timestamp":1}',
-    ]
+from tests.pipeline.watch_streams import Stream, bad_watch_values
 
 
 def test_bad_events_are_recorded_and_skipped() -> None:
-    stream = sc.Stream()
-    stream.listing(sc.two_trees())
+    stream = Stream()
+    stream.listing(two_trees())
     pipeline = run_steps(EmbeddedPipeline(MemoryLog()), stream.steps)
     pipeline.submit_raw(bad_watch_values())
-    after = sc.Stream(time_ms=sc.T0 + 10_000)
-    after.event(sc.workload("good", "lq-solo", 2))
+    after = Stream(time_ms=T0 + 10_000)
+    after.event(cpu_workload("good", "lq-solo", 2))
     run_steps(pipeline, after.steps)
 
     found = errors(pipeline.log)
@@ -72,8 +35,8 @@ def test_bad_events_are_recorded_and_skipped() -> None:
 
 
 def test_errors_are_not_recorded_again_after_a_restart() -> None:
-    stream = sc.Stream()
-    stream.listing(sc.two_trees())
+    stream = Stream()
+    stream.listing(two_trees())
     pipeline = run_steps(EmbeddedPipeline(MemoryLog()), stream.steps)
     pipeline.submit_raw(bad_watch_values())
     pipeline.pump()

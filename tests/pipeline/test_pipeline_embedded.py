@@ -14,10 +14,10 @@ from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.runtime import admit_documents, run_source
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.file_log import FileLog
-from tests.helpers import T0, cluster_queue, docs_of, flavor, run, workload
-from tests.pipeline import scenario as sc
+from tests.helpers import T0, cluster_queue, docs_of, flavor, run, two_trees, workload
 from tests.pipeline.checks import Limits, assert_exactly_once, check_limits
 from tests.pipeline.embedded_run import decisions, raw_topic, run_steps
+from tests.pipeline.watch_streams import workload_stream
 
 CQ4 = "default: [{name: cpu, nominalQuota: 4}]"
 PREEMPTING = "  preemption: {withinClusterQueue: LowerPriority}"
@@ -85,7 +85,7 @@ def test_run_once_writes_status_files_and_a_restart_decides_nothing_twice(tmp_pa
 
 def test_a_crash_at_any_point_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     """Cut the log after every prefix of what one run wrote; a restart completes it exactly."""
-    stream = sc.workload_stream(25, seed=3)
+    stream = workload_stream(25, seed=3)
     full = run_steps(EmbeddedPipeline(MemoryLog()), stream.steps).log
     names = TopicNames()
     reference = {t: raw_topic(full, t) for t in (names.admission, names.decisions)}
@@ -108,7 +108,7 @@ def test_a_crash_at_any_point_loses_and_duplicates_nothing(tmp_path: Path) -> No
 
 
 def test_restart_from_the_file_log_continues_without_duplicates(tmp_path: Path) -> None:
-    stream = sc.workload_stream(30, seed=5)
+    stream = workload_stream(30, seed=5)
     half = len(stream.steps) // 2
     with FileLog(tmp_path / "log") as log:
         run_steps(EmbeddedPipeline(log), stream.steps[:half])
@@ -140,11 +140,11 @@ def test_admit_documents_matches_the_engine_driven_directly() -> None:
 
 
 def test_a_workload_stream_stays_within_every_limit() -> None:
-    stream = sc.workload_stream(60, seed=11)
+    stream = workload_stream(60, seed=11)
     log = run_steps(EmbeddedPipeline(MemoryLog()), stream.steps).log
     parts = decisions(log)
     assert_exactly_once(parts)
-    tracker = check_limits(Limits.of(sc.two_trees()), parts)
+    tracker = check_limits(Limits.of(two_trees()), parts)
     assert tracker.checked > 60
 
 

@@ -3,58 +3,44 @@
 from __future__ import annotations
 
 import io
-import itertools
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.audit.replay import replay
 from kueuestream.agents.embedded.memory_log import MemoryLog
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.ingest_routing import UNROUTED
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.schemas import WatchEventType
-from tests.pipeline import scenario as sc
-from tests.pipeline.checks import FR, Limits, UsageTracker, assert_exactly_once, usage_of
+from tests.helpers import (
+    NS,
+    cpu_queue,
+    cpu_workload,
+    finished_workload,
+    flavor_manifest,
+    local_queue_manifest,
+    moving_cluster,
+)
+from tests.pipeline.checks import (
+    Limits,
+    UsageTracker,
+    assert_admitted_once,
+    assert_exactly_once,
+    assert_usage_consistent,
+    engines,
+    holders,
+    usage_of,
+)
 from tests.pipeline.embedded_run import decisions, run_steps
-
-
-def engines(pipeline: EmbeddedPipeline | AdmissionHandler) -> dict[str, Any]:
-    handler = pipeline.admission if isinstance(pipeline, EmbeddedPipeline) else pipeline
-    states = [handler.states[p] for p in sorted(handler.states)]
-    return {shard: st.engine for state in states for shard, st in state.shards.items()}
-
-
-def holders(pipeline: EmbeddedPipeline | AdmissionHandler) -> Counter[tuple[str, str]]:
-    """How many shards hold each Workload: it must be exactly one."""
-    return Counter(key for engine in engines(pipeline).values() for key in engine.workloads)
-
-
-def assert_usage_consistent(pipeline: EmbeddedPipeline | AdmissionHandler) -> dict[str, dict[FR, int]]:
-    """Every ClusterQueue is in one shard, and its usage is its admitted Workloads' usage."""
-    seen: dict[str, str] = {}
-    usage: dict[str, dict[FR, int]] = {}
-    for shard, engine in engines(pipeline).items():
-        for name, cq in engine.cqs.items():
-            assert name not in seen, f"ClusterQueue {name} in {seen[name]} and {shard}"
-            seen[name] = shard
-            expected: dict[FR, int] = {}
-            for rec in engine.workloads.values():
-                if rec.phase.value == "Admitted" and rec.cluster_queue == name:
-                    for fr, amount in rec.usage.items():
-                        expected[fr] = expected.get(fr, 0) + amount
-            assert {fr: a for fr, a in cq.node.usage.items() if a} == expected, name
-            usage[name] = expected
-    return usage
+from tests.pipeline.watch_streams import Stream, moving_stream
 
 
 def test_a_workload_before_its_queues_waits_unrouted_then_is_admitted() -> None:
-    stream = sc.Stream()
-    stream.listing([sc.flavor("default")])
-    stream.event(sc.workload("early", "lq-late", 2))
-    stream.event(sc.local_queue("lq-late", "late"))
-    stream.event(sc.cluster_queue("late", 4))
+    stream = Stream()
+    stream.listing([flavor_manifest("default")])
+    stream.event(cpu_workload("early", "lq-late", 2))
+    stream.event(local_queue_manifest("lq-late", "late", NS))
+    stream.event(cpu_queue("late", 4))
     pipeline = run_steps(EmbeddedPipeline(MemoryLog()), stream.steps)
     parts = decisions(pipeline.log)
     early = [d for part in parts for d in part if d.ref.name == "early"]
@@ -63,33 +49,19 @@ def test_a_workload_before_its_queues_waits_unrouted_then_is_admitted() -> None:
         (UNROUTED, "Pending", "ClusterQueue late doesn't exist"),
         ("cq:late", "Admitted", "Quota reserved in ClusterQueue late"),
     ]
-    assert holders(pipeline) == Counter({(sc.NS, "early"): 1})
+    assert holders(pipeline) == Counter({(NS, "early"): 1})
     assert set(engines(pipeline)[UNROUTED].workloads) == set()
-
-
-def moving_cluster(borrowing: int | None = 0) -> list[dict[str, Any]]:
-    return [
-        sc.flavor("default"),
-        sc.cohort("a"),
-        sc.cohort("b"),
-        sc.cluster_queue("a1", 6, "a", borrowing=borrowing),
-        sc.cluster_queue("a2", 6, "a", borrowing=borrowing),
-        sc.cluster_queue("b1", 4, "b", borrowing=borrowing),
-        sc.local_queue("lq-a1", "a1"),
-        sc.local_queue("lq-a2", "a2"),
-        sc.local_queue("lq-b1", "b1"),
-    ]
 
 
 def test_a_moved_cluster_queue_keeps_its_admitted_usage_exactly_once() -> None:
     cluster = moving_cluster(borrowing=None)
-    cluster[4] = sc.cluster_queue("a2", 6, "a", borrowing=0)  # a2 lends but never borrows
-    stream = sc.Stream()
+    cluster[4] = cpu_queue("a2", 6, "a", borrowing=0)  # a2 lends but never borrows
+    stream = Stream()
     stream.listing(cluster)
-    stream.event(sc.workload("w1", "lq-a2", 6))
-    stream.event(sc.cluster_queue("a2", 6, "b", borrowing=0), WatchEventType.MODIFIED)
+    stream.event(cpu_workload("w1", "lq-a2", 6))
+    stream.event(cpu_queue("a2", 6, "b", borrowing=0), WatchEventType.MODIFIED)
     # b1 has 4 and could borrow a2's 6, but w1 uses all of it: w2 must wait.
-    stream.event(sc.workload("w2", "lq-b1", 5, created_s=10))
+    stream.event(cpu_workload("w2", "lq-b1", 5, created_s=10))
     pipeline = run_steps(EmbeddedPipeline(MemoryLog()), stream.steps)
     by_workload = {
         (d.ref.name, d.cause.shard, d.action.value) for part in decisions(pipeline.log) for d in part
@@ -97,49 +69,16 @@ def test_a_moved_cluster_queue_keeps_its_admitted_usage_exactly_once() -> None:
     assert ("w1", "cohort:a", "Admitted") in by_workload
     assert not [d for d in by_workload if d[0] == "w1" and d[1] == "cohort:b"], "w1 was decided again"
     assert ("w2", "cohort:b", "Pending") in by_workload and ("w2", "cohort:b", "Admitted") not in by_workload
-    assert holders(pipeline) == Counter({(sc.NS, "w1"): 1, (sc.NS, "w2"): 1})
-    assert engines(pipeline)["cohort:b"].workloads[(sc.NS, "w1")].phase.value == "Admitted"
+    assert holders(pipeline) == Counter({(NS, "w1"): 1, (NS, "w2"): 1})
+    assert engines(pipeline)["cohort:b"].workloads[(NS, "w1")].phase.value == "Admitted"
     assert assert_usage_consistent(pipeline)["a2"] == {("default", "cpu"): 6000}
 
     # When w1 finishes, its quota is free in its new tree and w2 borrows it.
-    more = sc.Stream(time_ms=stream.time_ms)
-    more.event(sc.finished(sc.workload("w1", "lq-a2", 6)), WatchEventType.MODIFIED)
+    more = Stream(time_ms=stream.time_ms)
+    more.event(finished_workload(cpu_workload("w1", "lq-a2", 6)), WatchEventType.MODIFIED)
     run_steps(pipeline, more.steps)
     last = {d.ref.name: d for part in decisions(pipeline.log) for d in part}
     assert last["w2"].action.value == "Admitted" and last["w1"].action.value == "Finished"
-
-
-def moving_stream(n: int = 90) -> sc.Stream:
-    """Workloads flowing while a2 moves to tree b, tree b moves under a, and both move back."""
-    stream = sc.Stream()
-    stream.listing(moving_cluster())
-    queues = ("lq-a1", "lq-a2", "lq-b1")
-    for i in range(n):
-        stream.event(sc.workload(f"wl-{i:03d}", queues[i % 3], 1 + i % 3, priority=i % 4, created_s=i))
-        if i >= 4:
-            done = sc.workload(f"wl-{i - 4:03d}", queues[(i - 4) % 3], 1 + (i - 4) % 3, priority=(i - 4) % 4)
-            stream.event(sc.finished(done), WatchEventType.MODIFIED)
-        if i == n // 3:
-            stream.event(sc.cluster_queue("a2", 6, "b", borrowing=0), WatchEventType.MODIFIED)
-        if i == n // 2:
-            # The whole tree b (with a2 in it now) moves under a.
-            stream.event(sc.cohort("b", parent="a"), WatchEventType.MODIFIED)
-        if i == 3 * n // 4:
-            stream.event(sc.cohort("b"), WatchEventType.MODIFIED)
-            stream.event(sc.cluster_queue("a2", 6, "a", borrowing=0), WatchEventType.MODIFIED)
-    return stream
-
-
-def assert_admitted_once(parts: list[list[Any]]) -> None:
-    """A Workload admitted once stays admitted across moves: never admitted again unless requeued."""
-    actions: dict[str, list[str]] = {}
-    for part in parts:
-        for d in part:
-            actions.setdefault(d.ref.name, []).append(d.action.value)
-    for name, seq in actions.items():
-        admitted = [i for i, a in enumerate(seq) if a == "Admitted"]
-        for first, second in itertools.pairwise(admitted):
-            assert "Requeued" in seq[first:second], f"{name} admitted twice: {seq}"
 
 
 def test_cluster_queues_moving_between_trees_while_workloads_flow(tmp_path: Path) -> None:

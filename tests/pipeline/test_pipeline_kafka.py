@@ -26,12 +26,14 @@ from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.schemas import ErrorRecord, WatchEvent
-from tests.pipeline import scenario as sc
+from tests.helpers import T0, cpu_workload, two_trees
 from tests.pipeline.embedded_run import raw_topic
-from tests.pipeline.kafka_run import REPO, TopicReader, Workers, read_topic, total, wait_for_count, wait_until
-from tests.pipeline.test_pipeline_bad_events import bad_watch_values
+from tests.pipeline.kafka_run import TopicReader, read_topic, total, wait_for_count, wait_until, worker_group
+from tests.pipeline.watch_streams import Stream, bad_watch_values, workload_stream
 
 pytestmark = pytest.mark.kafka
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 
 Steps = Sequence[Sequence[bytes]]
 
@@ -81,7 +83,7 @@ async def kafka_topics(broker: str, names: TopicNames) -> dict[str, list[list[by
 
 def assert_same_as_embedded(broker: str, tmp_path: Path, workers: int, steps: Steps, tag: str = "") -> None:
     log, ends, counts = embedded(steps)
-    with Workers(broker, tmp_path, workers, tag=tag) as w:
+    with worker_group(broker, tmp_path, workers, tag=tag) as w:
         asyncio.run(through_kafka(broker, w.names, steps, ends, counts))
         got = asyncio.run(kafka_topics(broker, w.names))
     want = {topic: raw_topic(log, topic) for topic in got}
@@ -93,7 +95,7 @@ def assert_same_as_embedded(broker: str, tmp_path: Path, workers: int, steps: St
 def test_a_workload_stream_decides_the_same_with_1_and_3_workers(
     kafka_bootstrap: str, tmp_path: Path, workers: int
 ) -> None:
-    stream = sc.workload_stream(24, seed=21)
+    stream = workload_stream(24, seed=21)
     assert_same_as_embedded(kafka_bootstrap, tmp_path, workers, encoded(stream.steps))
 
 
@@ -101,8 +103,8 @@ def test_a_workload_stream_decides_the_same_with_1_and_3_workers(
 def test_the_examples_decide_the_same_with_3_workers(
     kafka_bootstrap: str, tmp_path: Path, example: str
 ) -> None:
-    loaded = load_paths([str(REPO / "config" / "examples" / example)])
-    events, problems = listing_events([d.manifest for d in loaded.docs], sc.T0)
+    loaded = load_paths([str(EXAMPLES / example)])
+    events, problems = listing_events([d.manifest for d in loaded.docs], T0)
     assert not problems and not loaded.errors
     assert_same_as_embedded(
         kafka_bootstrap, tmp_path, 3, [[codec.encode(e) for e in events]], tag=example[:3]
@@ -110,13 +112,13 @@ def test_the_examples_decide_the_same_with_3_workers(
 
 
 def test_bad_events_are_recorded_and_skipped_on_kafka(kafka_bootstrap: str, tmp_path: Path) -> None:
-    stream = sc.Stream()
-    stream.listing(sc.two_trees())
-    after = sc.Stream(time_ms=sc.T0 + 10_000)
-    after.event(sc.workload("good", "lq-solo", 2))
+    stream = Stream()
+    stream.listing(two_trees())
+    after = Stream(time_ms=T0 + 10_000)
+    after.event(cpu_workload("good", "lq-solo", 2))
     steps = [*encoded(stream.steps), bad_watch_values(), *encoded(after.steps)]
     log, ends, counts = embedded(steps)
-    with Workers(kafka_bootstrap, tmp_path, 1) as w:
+    with worker_group(kafka_bootstrap, tmp_path, 1) as w:
         asyncio.run(through_kafka(kafka_bootstrap, w.names, steps, ends, counts))
 
         async def errors() -> list[ErrorRecord]:
@@ -133,10 +135,10 @@ def test_bad_events_are_recorded_and_skipped_on_kafka(kafka_bootstrap: str, tmp_
 
 
 def test_export_import_and_replay_of_a_kafka_log(kafka_bootstrap: str, tmp_path: Path) -> None:
-    stream = sc.workload_stream(15, seed=4)
+    stream = workload_stream(15, seed=4)
     steps = encoded(stream.steps)
     _, ends, counts = embedded(steps)
-    with Workers(kafka_bootstrap, tmp_path, 1) as w:
+    with worker_group(kafka_bootstrap, tmp_path, 1) as w:
         asyncio.run(through_kafka(kafka_bootstrap, w.names, steps, ends, counts))
     out = io.StringIO()
     # Replay straight from Kafka...

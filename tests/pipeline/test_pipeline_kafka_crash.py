@@ -11,7 +11,6 @@ limits after each one.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,26 @@ import pytest
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.log_entries import decode_entry
 from kueuestream.streams import codec
-from kueuestream.streams.kafka_log import KafkaLog
-from tests.pipeline import scenario as sc
-from tests.pipeline.checks import Limits, assert_exactly_once, check_limits, decode_all
-from tests.pipeline.kafka_run import Workers, read_topic, stream_with_a_kill
+from kueuestream.streams.schemas import WatchEventType
+from tests.helpers import (
+    NS,
+    cpu_queue,
+    cpu_workload,
+    finished_workload,
+    flavor_manifest,
+    local_queue_manifest,
+    moving_cluster,
+)
+from tests.pipeline.checks import (
+    Limits,
+    assert_admitted_once,
+    assert_exactly_once,
+    assert_usage_consistent,
+    check_limits,
+    holders,
+)
+from tests.pipeline.kafka_run import decisions_of, stream_with_a_kill, worker_group
+from tests.pipeline.watch_streams import Stream, moving_stream
 
 pytestmark = pytest.mark.kafka
 
@@ -30,51 +45,36 @@ pytestmark = pytest.mark.kafka
 def borrowing_cluster() -> list[dict]:
     """Two trees whose queues borrow from each other, so preemption and reclaim happen."""
     return [
-        sc.flavor("default"),
-        sc.cluster_queue("a1", 6, "a"),
-        sc.cluster_queue("a2", 6, "a"),
-        sc.cluster_queue("b1", 8, "b"),
-        sc.cluster_queue("b2", 4, "b", borrowing=2),
-        *(sc.local_queue(f"lq-{q}", q) for q in ("a1", "a2", "b1", "b2")),
+        flavor_manifest("default"),
+        cpu_queue("a1", 6, "a"),
+        cpu_queue("a2", 6, "a"),
+        cpu_queue("b1", 8, "b"),
+        cpu_queue("b2", 4, "b", borrowing=2),
+        *(local_queue_manifest(f"lq-{q}", q, NS) for q in ("a1", "a2", "b1", "b2")),
     ]
 
 
 def test_a_worker_killed_mid_stream_loses_and_repeats_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
-    stream = sc.Stream()
+    stream = Stream()
     stream.listing(borrowing_cluster())
     queues = ("lq-a1", "lq-a2", "lq-b1", "lq-b2")
     for i in range(120):
-        stream.event(sc.workload(f"wl-{i:03d}", queues[i % 4], 1 + i % 4, priority=i % 3, created_s=i))
+        stream.event(cpu_workload(f"wl-{i:03d}", queues[i % 4], 1 + i % 4, priority=i % 3, created_s=i))
         if i >= 6 and i % 2 == 0:
-            done = sc.workload(f"wl-{i - 6:03d}", queues[(i - 6) % 4], 1 + (i - 6) % 4, priority=(i - 6) % 3)
-            stream.event(sc.finished(done), sc.WatchEventType.MODIFIED)
+            done = cpu_workload(f"wl-{i - 6:03d}", queues[(i - 6) % 4], 1 + (i - 6) % 4, priority=(i - 6) % 3)
+            stream.event(finished_workload(done), WatchEventType.MODIFIED)
     events = [codec.encode(e) for e in stream.events()]
-    with Workers(kafka_bootstrap, tmp_path, 2) as w:
+    with worker_group(kafka_bootstrap, tmp_path, 2) as w:
         verdict, admission = asyncio.run(
             stream_with_a_kill(kafka_bootstrap, w, events, kill_at=len(events) // 3)
         )
-
-        async def decisions() -> list[list]:
-            async with KafkaLog(kafka_bootstrap) as kafka:
-                return [
-                    decode_all(r.value for r in part) for part in await read_topic(kafka, w.names.decisions)
-                ]
-
-        parts = asyncio.run(decisions())
+        parts = asyncio.run(decisions_of(kafka_bootstrap, w.names))
         assert w.starts[0] == 2
     assert verdict.decisions == sum(len(p) for p in parts) > 150
     assert_exactly_once(parts)
     tracker = check_limits(Limits.of(borrowing_cluster()), parts)
     assert tracker.checked == verdict.decisions
-    # Admitted at most once per admission: never again unless it was requeued in between.
-    seq: dict[str, list[str]] = {}
-    for part in parts:
-        for d in part:
-            seq.setdefault(d.ref.name, []).append(d.action.value)
-    for name, actions in seq.items():
-        admitted = [i for i, a in enumerate(actions) if a == "Admitted"]
-        for first, second in itertools.pairwise(admitted):
-            assert "Requeued" in actions[first:second], f"{name} admitted twice: {actions}"
+    assert_admitted_once(parts)
     # Every Workload made it into exactly one engine (queued ones may have no decision yet).
     handler = AdmissionHandler(partitions=len(admission), admission_topic="kueue.admission")
     for p, records in enumerate(admission):
@@ -85,25 +85,10 @@ def test_a_worker_killed_mid_stream_loses_and_repeats_nothing(kafka_bootstrap: s
 
 def test_cluster_queues_moving_between_trees_on_three_workers(kafka_bootstrap: str, tmp_path: Path) -> None:
     """The handover test of the embedded runtime, on Kafka, with three workers and no pause between events."""
-    from tests.pipeline.test_pipeline_handover import (
-        assert_admitted_once,
-        assert_usage_consistent,
-        holders,
-        moving_cluster,
-        moving_stream,
-    )
-
     events = [codec.encode(e) for e in moving_stream(60).events()]
-    with Workers(kafka_bootstrap, tmp_path, 3) as w:
+    with worker_group(kafka_bootstrap, tmp_path, 3) as w:
         verdict, admission = asyncio.run(stream_with_a_kill(kafka_bootstrap, w, events))
-
-        async def decisions() -> list[list]:
-            async with KafkaLog(kafka_bootstrap) as kafka:
-                return [
-                    decode_all(r.value for r in part) for part in await read_topic(kafka, w.names.decisions)
-                ]
-
-        parts = asyncio.run(decisions())
+        parts = asyncio.run(decisions_of(kafka_bootstrap, w.names))
     assert_exactly_once(parts)
     assert_admitted_once(parts)
     # Rebuild the shards from the Kafka log: after every record, no ClusterQueue holds more than

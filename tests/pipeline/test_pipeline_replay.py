@@ -11,14 +11,15 @@ from kueuestream.agents.audit.replay import replay
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.log_entries import decode_entry, encode_entry
 from kueuestream.streams.file_log import FileLog
-from tests.pipeline import scenario as sc
+from tests.helpers import cpu_queue
 from tests.pipeline.embedded_run import run_steps
+from tests.pipeline.watch_streams import workload_stream
 
 
 def record(tmp_path: Path, n: int = 40, seed: int = 7) -> Path:
     directory = tmp_path / "recorded"
     with FileLog(directory) as log:
-        run_steps(EmbeddedPipeline(log), sc.workload_stream(n, seed).steps)
+        run_steps(EmbeddedPipeline(log), workload_stream(n, seed).steps)
     return directory
 
 
@@ -84,7 +85,7 @@ def test_an_unchanged_copy_replays_ok(tmp_path: Path) -> None:
 def test_what_if_reports_the_difference(tmp_path: Path) -> None:
     recorded = record(tmp_path, n=30, seed=2)
     changes = tmp_path / "smaller.yaml"
-    changes.write_text(yaml.safe_dump(sc.cluster_queue("b1", 2, "b")))
+    changes.write_text(yaml.safe_dump(cpu_queue("b1", 2, "b")))
     out = io.StringIO()
     assert replay(str(recorded), str(changes), out=out) == 0
     text = out.getvalue()

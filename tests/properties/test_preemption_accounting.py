@@ -25,7 +25,14 @@ from hypothesis import strategies as st
 
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
-from tests.helpers import T0, docs_of
+from tests.helpers import (
+    T0,
+    cluster_queue_manifest,
+    cohort_manifest,
+    flavor_manifest,
+    local_queue_manifest,
+    workload_manifest,
+)
 from tests.pipeline.checks import FR, Limits, usage_of
 
 # Preempting policies come first: hypothesis shrinks towards them, and most trees should preempt.
@@ -75,59 +82,25 @@ def trees(draw: st.DrawFn) -> Tree:
 
 
 def manifests(tree: Tree) -> list[dict[str, object]]:
-    text = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: default}\n---\n"
-    for cohort, parent in sorted(tree.cohorts.items()):
-        spec = f"{{parentName: {parent}}}" if parent else "{}"
-        text += f"apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {{name: {cohort}}}\n"
-        text += f"spec: {spec}\n---\n"
+    docs: list[dict[str, object]] = [flavor_manifest("default")]
+    docs += [cohort_manifest(cohort, parent) for cohort, parent in sorted(tree.cohorts.items())]
     for q in tree.queues:
-        borrowing = f", borrowingLimit: {q.borrowing}" if q.borrowing is not None else ""
-        borrow_within = ""
+        preemption: dict[str, object] = {"withinClusterQueue": q.within, "reclaimWithinCohort": q.reclaim}
         if q.borrow_within and q.reclaim != "Never":
-            borrow_within = "\n    borrowWithinCohort: {policy: LowerPriority}"
-        text += f"""apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {{name: {q.name}}}
-spec:
-  cohortName: {q.cohort}
-  namespaceSelector: {{}}
-  preemption:
-    withinClusterQueue: {q.within}
-    reclaimWithinCohort: {q.reclaim}{borrow_within}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources: [{{name: cpu, nominalQuota: {q.nominal}{borrowing}}}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {{name: {q.name}-lq, namespace: default}}
-spec: {{clusterQueue: {q.name}}}
----
-"""
-    return docs_of(text)
+            preemption["borrowWithinCohort"] = {"policy": "LowerPriority"}
+        groups = [(["cpu"], [("default", {"cpu": q.nominal})])]
+        docs.append(
+            cluster_queue_manifest(
+                q.name, groups, cohort=q.cohort, preemption=preemption, borrowing=q.borrowing
+            )
+        )
+        docs.append(local_queue_manifest(f"{q.name}-lq", q.name))
+    return docs
 
 
 def workload(name: str, queue: str, cpu: int, priority: int, created_s: int) -> dict[str, object]:
     created = f"2024-01-01T00:{created_s // 60:02d}:{created_s % 60:02d}Z"
-    (doc,) = docs_of(f"""
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Workload
-metadata: {{name: {name}, namespace: default, creationTimestamp: "{created}"}}
-spec:
-  queueName: {queue}-lq
-  priority: {priority}
-  podSets:
-  - name: main
-    count: 1
-    template:
-      spec:
-        containers:
-        - name: c
-          resources: {{requests: {{cpu: "{cpu}"}}}}
-""")
-    return doc
+    return workload_manifest(name, f"{queue}-lq", {"cpu": str(cpu)}, priority=priority, created=created)
 
 
 # One step of the world around the engine. A burst is several Workloads in one

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kueuestream.agents.cli.simulate import run_simulate
+from kueuestream.agents.simulator.command import run_simulate
 from kueuestream.agents.simulator.generator import GeneratorError, build_scenario, load_generator
 from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline
 from kueuestream.agents.simulator.scenario_run import run_scenario

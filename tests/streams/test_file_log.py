@@ -78,21 +78,23 @@ def test_reopen_continues_offsets(tmp_path: Path) -> None:
         assert values(log, partition=1) == [b"z"]
 
 
-def test_torn_tail_is_cut_on_open(tmp_path: Path) -> None:
+def test_a_torn_tail_is_replaced_by_a_tombstone(tmp_path: Path) -> None:
     with FileLog(tmp_path) as log:
         log.ensure_topic_sync(TOPIC, 1)
         log.append_many_sync(TOPIC, [(b"k", b"a"), (b"k", b"b")])
         log.append_sync(TOPIC, b"k", b"c")
     (segment,) = segments(tmp_path)
-    good_size = segment.stat().st_size
     with open(segment, "ab") as f:
         f.write(b"\xb1\x00\x00\x01\x00garbage")  # a batch header promising more than is there
     with FileLog(tmp_path) as log:
-        assert segment.stat().st_size == good_size
         assert values(log) == [b"a", b"b", b"c"]
-        assert log.append_sync(TOPIC, b"k", b"d").offset == 3
+        (cut,) = log.cut_on_open
+        assert (cut.topic, cut.partition, cut.start, cut.cut) == (TOPIC, 0, 3, True)
+        assert "12 damaged bytes" in cut.note and "incomplete batch" in cut.note
+        assert log.append_sync(TOPIC, b"k", b"d").offset == cut.end
     with FileLog(tmp_path) as log:
         assert values(log) == [b"a", b"b", b"c", b"d"]
+        assert log.cut_on_open == [] and log.lost_sync() == [cut]
 
 
 def test_random_garbage_tail_is_cut(tmp_path: Path) -> None:
@@ -116,7 +118,10 @@ def test_a_half_written_batch_disappears_whole(tmp_path: Path) -> None:
     os.truncate(segment, segment.stat().st_size - 500)
     with FileLog(tmp_path) as log:
         assert values(log) == [b"first"]
-        assert log.end_offsets_sync(TOPIC) == {0: 1}
+        # Its 10 offsets are never given to another record.
+        (cut,) = log.lost_sync()
+        assert cut.start == 1 and cut.end >= 11
+        assert log.append_sync(TOPIC, b"k", b"next").offset == cut.end
 
 
 def test_damage_before_valid_batches_is_not_truncated(tmp_path: Path) -> None:
@@ -206,6 +211,8 @@ def test_read_only_does_not_repair(tmp_path: Path) -> None:
     size = segment.stat().st_size
     with FileLog(tmp_path, read_only=True) as reader:
         assert values(reader) == [b"a"]
+        (damage,) = reader.lost_sync()
+        assert (damage.start, damage.cut) == (1, False) and "not cut yet" in str(damage)
     assert segment.stat().st_size == size
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kueuestream.agents.cli.main import main
+from tests.core.quota_check_examples import WARNING, only_declared_with_prefixes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 
@@ -71,9 +72,22 @@ def test_a_valid_folder_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture
     assert validate(capsys, tmp_path) == (0, ["4 objects valid"])
 
 
-def test_the_quota_check_examples_are_valid(capsys: pytest.CaptureFixture[str]) -> None:
-    for name in ("only-declared", "all"):
-        assert validate(capsys, EXAMPLES / "quota-check" / name) == (0, ["6 objects valid"])
+@pytest.mark.parametrize("name", ["only-declared", "all"])
+def test_the_quota_check_examples_are_valid_without_warnings(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["validate", str(EXAMPLES / "quota-check" / name)]) == 0
+    assert capsys.readouterr() == ("", "6 objects valid\n")
+
+
+def test_exclude_prefixes_under_only_declared_are_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = only_declared_with_prefixes(tmp_path)
+    assert validate(capsys, folder) == (
+        0,
+        [f"warning: {folder / '00-configuration.yaml'}:0: {WARNING}", "6 objects valid"],
+    )
 
 
 def test_files_and_folders_can_be_mixed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

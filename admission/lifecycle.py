@@ -1,0 +1,319 @@
+"""The workload lifecycle: every change of a Workload's state, and the conditions that show it.
+
+A Workload arrives (new, already admitted, or already finished), waits in a
+queue or says why it cannot, is admitted, may be evicted (preempted,
+deactivated, its queue stopped), is requeued once its job stopped, and
+finishes or is deleted. Kueue spreads this over its workload controller
+(``WorkloadReconciler``) and the condition helpers of pkg/workload
+(``SetQuotaReservation``, ``UnsetQuotaReservationWithCondition``,
+``SetEvictedCondition``, ``SetPreemptedCondition``, ``SetRequeuedCondition``,
+``Finish``); here they are one class over the cache and the queue manager.
+Every change notes the Workload in the outbox, which renders its status when
+the event is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kueuestream.admission.api.kueue import Workload
+from kueuestream.admission.assignment import Assignment, PodSetAssignment
+from kueuestream.admission.cache import Cache
+from kueuestream.admission.events import Action, Decision, ObjectRef
+from kueuestream.admission.jobs import JOB_UID_LABEL
+from kueuestream.admission.preemption import Target, preemption_message
+from kueuestream.admission.quantity import resource_value
+from kueuestream.admission.queue_manager import QueueManager
+from kueuestream.admission.queues import WorkloadKey
+from kueuestream.admission.quota import FR
+from kueuestream.admission.requests import pod_requests, scale
+from kueuestream.admission.state import ClusterQueueRecord, Phase, WorkloadRecord
+from kueuestream.admission.status import (
+    ADMITTED,
+    EVICTED,
+    FINISHED,
+    MSG_ADMITTED,
+    MSG_NO_RESERVATION,
+    PREEMPTED,
+    QUOTA_RESERVED,
+    REASON_INADMISSIBLE,
+    REASON_NO_RESERVATION,
+    REASON_PENDING,
+    REQUEUED,
+    Conditions,
+)
+from kueuestream.admission.status_render import DecisionOutbox, workload_status
+from kueuestream.admission.timefmt import parse_rfc3339
+from kueuestream.admission.workload_info import ensure_requests, resolve_priority
+
+MSG_DEACTIVATED = "The workload is deactivated"
+
+
+class Lifecycle:
+    """Workload state changes over the cache and queues; ``now_ms`` is the current event's time."""
+
+    def __init__(self, cache: Cache, queues: QueueManager, outbox: DecisionOutbox) -> None:
+        self.cache = cache
+        self.queues = queues
+        self.outbox = outbox
+        self.now_ms = 0
+
+    # ------------------------------------------------------------ arrivals
+
+    def upsert(self, wl: Workload, manifest: dict[str, Any]) -> None:
+        """A Workload was created or changed."""
+        key = (wl.metadata.namespace, wl.metadata.name)
+        rec = self.cache.workloads.get(key)
+        finished = any(c.type == FINISHED and c.status == "True" for c in wl.status.conditions)
+        if rec is not None:
+            self._update(rec, wl, manifest, finished)
+            return
+        created = parse_rfc3339(wl.metadata.creation_timestamp or "")
+        conditions = Conditions.from_list(wl.status.conditions, parse_rfc3339, self.now_ms)
+        rec = WorkloadRecord(
+            key=key,
+            obj=wl,
+            manifest=manifest,
+            created_ms=self.now_ms if created is None else created,
+            priority=resolve_priority(wl, self.cache.workload_classes, self.cache.pod_classes),
+            conditions=conditions,
+        )
+        self.cache.workloads[key] = rec
+        admission = wl.status.admission
+        if finished:
+            rec.phase = Phase.FINISHED
+            rec.last_action = Action.FINISHED
+        elif admission is not None and conditions.is_true(QUOTA_RESERVED):
+            self._adopt_admitted(rec, admission.cluster_queue, admission.pod_set_assignments)
+        else:
+            self.place(rec)
+        # What it arrived with is what the cluster already shows; only changes are decisions.
+        rec.last_status = workload_status(rec) if wl.status.conditions else {}
+        self.outbox.touch(key)
+
+    def _update(self, rec: WorkloadRecord, wl: Workload, manifest: dict[str, Any], finished: bool) -> None:
+        was_active = rec.active
+        rec.obj, rec.manifest = wl, manifest
+        if rec.phase == Phase.FINISHED:
+            return
+        if finished:
+            fin = next(c for c in wl.status.conditions if c.type == FINISHED)
+            self.finish(rec, fin.reason or "Succeeded", fin.message)
+            return
+        if rec.phase == Phase.ADMITTED:
+            # An admitted workload's pod sets are immutable; only deactivation matters.
+            if was_active and not wl.spec.active and not rec.evicting:
+                self.evict(rec, "Deactivated", MSG_DEACTIVATED, None)
+            return
+        rec.requests_generation = -1
+        if wl.spec.priority is not None:
+            rec.priority = wl.spec.priority
+        self.queues.delete(rec)
+        self.place(rec)
+        self.outbox.touch(rec.key)
+
+    def _adopt_admitted(self, rec: WorkloadRecord, cq_name: str, assignments: Iterable[Any]) -> None:
+        """A workload admitted before we started: its usage is a fact, not a decision."""
+        rec.phase = Phase.ADMITTED
+        rec.cluster_queue = cq_name
+        rec.last_action = Action.ADMITTED
+        reserved = rec.conditions.get(QUOTA_RESERVED)
+        rec.reserved_ms = reserved.time_ms if reserved else self.now_ms
+        rec.evicting = rec.conditions.is_true(EVICTED)
+        usage: dict[FR, int] = {}
+        pod_sets = {ps.name: ps for ps in rec.obj.spec.pod_sets}
+        for psa in assignments:
+            ps = pod_sets.get(psa.name)
+            count = psa.count if psa.count is not None else (ps.count if ps else 0)
+            out = PodSetAssignment(name=psa.name, count=count)
+            for resource, flavor in sorted(psa.flavors.items()):
+                if resource in psa.resource_usage:
+                    amount = resource_value(resource, psa.resource_usage[resource])
+                elif ps is not None:
+                    amount = scale(pod_requests(ps.template.spec), out.count).get(resource, 0)
+                else:
+                    amount = 0
+                out.flavors[resource] = flavor
+                out.usage[resource] = amount
+                usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
+            rec.assignment.append(out)
+        rec.usage = usage
+        self.cache.add_admitted(rec)
+
+    # ------------------------------------------------------------ departures
+
+    def delete(self, key: WorkloadKey) -> None:
+        """A Workload was deleted: its quota is free and it leaves its queue."""
+        rec = self.cache.workloads.pop(key, None)
+        if rec is None:
+            return
+        if rec.phase == Phase.ADMITTED:
+            self._release(rec)
+        self.queues.delete(rec)
+        self.outbox.forget(key)
+        self.outbox.emit(Decision(ObjectRef("Workload", key[0], key[1]), Action.DELETED, {}, "deleted"))
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        """A Job was deleted: so is the Workload made for it, and no other."""
+        # The Workload is named job-<name>-<5 hex>; the suffix tells same-named owners apart.
+        prefix = f"job-{name}-"
+        for key in sorted(self.cache.workloads):
+            wl_name = key[1]
+            if key[0] == namespace and wl_name.startswith(prefix) and len(wl_name) == len(prefix) + 5:
+                self.delete(key)
+
+    def finish(self, rec: WorkloadRecord, reason: str, message: str) -> None:
+        """The workload's job completed (Kueue's ``Finish``)."""
+        if rec.phase == Phase.ADMITTED:
+            self._release(rec)
+        else:
+            self.queues.delete(rec)
+        rec.phase = Phase.FINISHED
+        rec.evicting = False
+        rec.conditions.set(FINISHED, True, reason, message, self.now_ms)
+        self._mark(rec, Action.FINISHED)
+
+    def _release(self, rec: WorkloadRecord) -> None:
+        root = self.cache.remove_admitted(rec)
+        if root is not None:
+            self.queues.requeue_later(root.name, self.now_ms)
+        rec.usage = {}
+        rec.assignment = []
+
+    # --------------------------------------------------------------- queueing
+
+    def place(self, rec: WorkloadRecord) -> None:
+        """Put a pending workload in its ClusterQueue's queue, or say why it cannot be.
+
+        Kueue makes these checks in its workload controller
+        (``reconcileOnLocalQueueActiveState``, ``reconcileOnClusterQueueActiveState``)
+        and queue manager (``Manager.AddOrUpdateWorkload``).
+        """
+        cache = self.cache
+        if cache.structure_dirty:
+            return  # the rebuild places every pending workload
+        if not rec.active:
+            self._inadmissible(rec, MSG_DEACTIVATED)
+            return
+        ensure_requests(rec, cache)
+        if rec.pod_sets is None:
+            self._inadmissible(rec, rec.requests_problem)
+            return
+        lq_name = rec.obj.spec.queue_name
+        lq = cache.local_queues.get((rec.key[0], lq_name))
+        if lq is None:
+            self._inadmissible(rec, f"LocalQueue {lq_name} doesn't exist")
+            return
+        if lq.spec.stop_policy != "None":
+            self._inadmissible(rec, f"LocalQueue {lq_name} is inactive")
+            return
+        cq = cache.cqs.get(lq.spec.cluster_queue)
+        if cq is None:
+            self._inadmissible(rec, f"ClusterQueue {lq.spec.cluster_queue} doesn't exist")
+            return
+        if cq.inactive_reason:
+            self._inadmissible(rec, f"ClusterQueue {cq.name} is inactive")
+            return
+        rec.cluster_queue = cq.name
+        self.queues.push(rec, cq.name, stated=rec.conditions.get(QUOTA_RESERVED) is not None)
+
+    def place_pending(self) -> None:
+        """Queue every pending workload again, by key (after the quota tree was rebuilt)."""
+        workloads = self.cache.workloads
+        for key in sorted(workloads):
+            rec = workloads[key]
+            if rec.phase == Phase.PENDING:
+                self.place(rec)
+
+    def _inadmissible(self, rec: WorkloadRecord, message: str) -> None:
+        rec.cluster_queue = ""
+        self.set_pending(rec, REASON_INADMISSIBLE, message)
+
+    def set_pending(self, rec: WorkloadRecord, reason: str, message: str) -> None:
+        """QuotaReserved False with why (Kueue's ``UnsetQuotaReservationWithCondition``)."""
+        before = rec.conditions.get(QUOTA_RESERVED)
+        if before and before.status == "False" and (before.reason, before.message) == (reason, message):
+            return
+        rec.conditions.set(QUOTA_RESERVED, False, reason, message, self.now_ms)
+        self._mark(rec, Action.PENDING)
+
+    # -------------------------------------------------------------- admission
+
+    def admit(self, rec: WorkloadRecord, cq: ClusterQueueRecord, assignment: Assignment) -> None:
+        """Reserve quota and admit (Kueue's ``SetQuotaReservation`` then the Admitted condition)."""
+        rec.phase = Phase.ADMITTED
+        rec.cluster_queue = cq.name
+        rec.assignment = assignment.pod_sets
+        rec.usage = dict(assignment.usage)
+        rec.reserved_ms = self.now_ms
+        rec.sticky = False
+        rec.evicting = False
+        self.cache.add_admitted(rec)
+        now = self.now_ms
+        rec.conditions.set(
+            QUOTA_RESERVED, True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq.name}", now
+        )
+        rec.conditions.set(ADMITTED, True, "Admitted", MSG_ADMITTED, now)
+        for kind in (EVICTED, PREEMPTED):
+            cond = rec.conditions.get(kind)
+            if cond is not None and cond.status == "True":
+                rec.conditions.set(kind, False, "QuotaReserved", f"Previously: {cond.message}", now)
+        self._mark(rec, Action.ADMITTED)
+
+    def issue_preemptions(self, preemptor: WorkloadRecord, targets: list[Target]) -> int:
+        """Evict the targets not already being evicted, by key; returns how many."""
+        uid = preemptor.obj.metadata.uid or "UNKNOWN"
+        job_uid = preemptor.obj.metadata.labels.get(JOB_UID_LABEL) or "UNKNOWN"
+        issued = 0
+        for target in sorted(targets, key=lambda t: t.candidate.key):
+            victim = self.cache.workloads[target.candidate.key]
+            if victim.evicting:
+                continue
+            message = preemption_message(target.reason, uid, job_uid)
+            self.evict(victim, "Preempted", message, target.reason)
+            issued += 1
+        return issued
+
+    def evict(self, rec: WorkloadRecord, reason: str, message: str, preempted_reason: str | None) -> None:
+        """Mark an admitted workload Evicted (and Preempted); it keeps its quota until its job stops."""
+        rec.evicting = True
+        self.cache.candidates_changed(rec.cluster_queue)
+        rec.conditions.set(EVICTED, True, reason, message, self.now_ms)
+        if preempted_reason is not None:
+            rec.conditions.set(PREEMPTED, True, preempted_reason, message, self.now_ms)
+        self._mark(rec, Action.EVICTED)
+
+    def stopped(self, rec: WorkloadRecord) -> None:
+        """The evicted workload's job stopped: its quota is free and it queues again."""
+        if rec.phase != Phase.ADMITTED or not rec.evicting:
+            return
+        evicted = rec.conditions.get(EVICTED)
+        reason = evicted.reason if evicted else "Preempted"
+        message = evicted.message if evicted else ""
+        self._release(rec)
+        rec.phase = Phase.PENDING
+        rec.evicting = False
+        rec.conditions.set(REQUEUED, reason in ("Preempted", "NodeFailures"), reason, message, self.now_ms)
+        rec.conditions.set(QUOTA_RESERVED, False, REASON_PENDING, message, self.now_ms)
+        rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
+        self._mark(rec, Action.REQUEUED)
+        self.place(rec)
+
+    def drain_stopped_queues(self) -> None:
+        """Evict, by key, the admitted workloads of queues stopped with ``HoldAndDrain``."""
+        cache = self.cache
+        for key in sorted(cache.workloads):
+            rec = cache.workloads[key]
+            if rec.phase != Phase.ADMITTED or rec.evicting:
+                continue
+            cq_obj = cache.cq_objs.get(rec.cluster_queue)
+            lq = cache.local_queues.get((key[0], rec.obj.spec.queue_name))
+            if cq_obj is not None and cq_obj.spec.stop_policy == "HoldAndDrain":
+                self.evict(rec, "ClusterQueueStopped", "The ClusterQueue is stopped", None)
+            elif lq is not None and lq.spec.stop_policy == "HoldAndDrain":
+                self.evict(rec, "LocalQueueStopped", "The LocalQueue is stopped", None)
+
+    def _mark(self, rec: WorkloadRecord, action: Action) -> None:
+        rec.last_action = action
+        self.outbox.touch(rec.key)

@@ -1,0 +1,221 @@
+"""The scheduler: one scheduling cycle in Kueue's phases.
+
+:meth:`Scheduler.schedule` follows Kueue's ``Scheduler.schedule``
+(pkg/scheduler/scheduler.go) phase by phase:
+
+1. **heads** — the head of every active ClusterQueue with work
+   (``Manager.Heads``);
+2. **snapshot** — the cycle's view of the cache (``Cache.Snapshot``);
+3. **nominate** — flavors and, where quota is short, preemption targets for
+   each head (``nominate``, ``getAssignments``);
+4. **order** — the order heads are tried in (``makeIterator``: the classical
+   iterator, or the fair-sharing tournament);
+5. **process** — admit what still fits, or issue its preemptions
+   (``processEntry``, ``admit``, ``issuePreemptions``);
+6. **requeue** — put back what was not admitted (``requeueAndUpdate``).
+
+Kueue requeues after the whole process loop; here each head is requeued as
+soon as it is processed. Processing never reads the queues, so the outcome is
+the same, and the decisions come out in the order the heads were processed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kueuestream.admission.assignment import Assignment, Mode, assign_flavors
+from kueuestream.admission.cache import Cache
+from kueuestream.admission.fair_sharing import FairSharing
+from kueuestream.admission.lifecycle import Lifecycle
+from kueuestream.admission.preemption import Preemptor, Target, classical_targets, fits
+from kueuestream.admission.queue_manager import QueueManager, RequeueReason
+from kueuestream.admission.selectors import label_selector_matches
+from kueuestream.admission.snapshot import Snapshot
+from kueuestream.admission.state import ClusterQueueRecord, WorkloadRecord
+from kueuestream.admission.status import REASON_PENDING
+
+MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
+MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
+MSG_NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
+
+
+class EntryKind(Enum):
+    """What nomination found for a head."""
+
+    NOT_NOMINATED = 0
+    FIT = 1
+    PREEMPT = 2
+
+
+@dataclass(slots=True)
+class Entry:
+    """A head in the cycle (Kueue's scheduler ``entry``)."""
+
+    rec: WorkloadRecord
+    cq: ClusterQueueRecord
+    kind: EntryKind
+    assignment: Assignment | None = None
+    targets: list[Target] = field(default_factory=list)
+    message: str = ""
+    reason: str = REASON_PENDING
+    # Where the head goes after processing; None once it is admitted.
+    requeue_reason: RequeueReason | None = RequeueReason.GENERIC
+
+
+class Scheduler:
+    """Runs scheduling cycles over the cache and the queues."""
+
+    def __init__(
+        self, cache: Cache, queues: QueueManager, lifecycle: Lifecycle, fair_sharing: FairSharing
+    ) -> None:
+        self.cache = cache
+        self.queues = queues
+        self.lifecycle = lifecycle
+        self.fair_sharing = fair_sharing
+        self.cycles = 0
+
+    def schedule(self) -> bool:
+        """One cycle; True when it admitted a workload, issued a preemption or parked a head."""
+        # 1. Heads: pop every active ClusterQueue's head (Manager.Heads).
+        heads = self.queues.heads(self.cache.cqs)
+        if not heads:
+            return False
+        self.cycles += 1
+        # 2. Snapshot: what the cycle reserves or releases is undone when it ends (Cache.Snapshot).
+        snapshot = Snapshot(self.cache)
+        try:
+            # 3. Nominate: flavors and preemption targets per head (nominate).
+            workloads = self.cache.workloads
+            entries = [self._nominate(workloads[key], cq, snapshot) for key, cq in heads]
+            progress = False
+            # 4. Order (makeIterator), 5. process (processEntry), 6. requeue (requeueAndUpdate).
+            for entry in self._ordered(entries, snapshot):
+                progress |= self._process(entry, snapshot)
+                if entry.requeue_reason is not None:
+                    progress |= self._requeue(entry)
+        finally:
+            snapshot.rollback()
+        return progress
+
+    # -------------------------------------------------------------- 3. nominate
+
+    def _nominate(self, rec: WorkloadRecord, cq: ClusterQueueRecord, snapshot: Snapshot) -> Entry:
+        """Flavors for the head and, when it needs them, preemption targets (Kueue's ``nominate``)."""
+        labels = self.cache.namespace_labels(rec.key[0])
+        if not label_selector_matches(cq.obj.spec.namespace_selector, labels):
+            return Entry(
+                rec,
+                cq,
+                EntryKind.NOT_NOMINATED,
+                message=MSG_NAMESPACE_MISMATCH,
+                requeue_reason=RequeueReason.NAMESPACE_MISMATCH,
+            )
+        assert rec.pod_sets is not None
+        only_declared = snapshot.config.quota_check == "OnlyDeclared"
+        assignment = assign_flavors(cq.view, rec.pod_sets, snapshot.flavors, only_declared)
+        if assignment.mode == Mode.FIT:
+            return Entry(rec, cq, EntryKind.FIT, assignment)
+        if assignment.mode == Mode.PREEMPT:
+            targets = self._targets(rec, cq, assignment, snapshot)
+            if targets:
+                return Entry(rec, cq, EntryKind.PREEMPT, assignment, targets, assignment.message)
+        return Entry(rec, cq, EntryKind.NOT_NOMINATED, assignment, message=assignment.message)
+
+    def _targets(
+        self, rec: WorkloadRecord, cq: ClusterQueueRecord, assignment: Assignment, snapshot: Snapshot
+    ) -> list[Target]:
+        """The workloads to preempt so the head fits (Kueue's ``Preemptor.GetTargets``)."""
+        pre = Preemptor(
+            cluster_queue=cq.name,
+            priority=rec.priority,
+            created_ms=rec.created_ms,
+            usage=assignment.usage,
+            preempt_frs=frozenset(assignment.preempt_frs),
+        )
+        if snapshot.config.fair_sharing_enabled:
+            return self.fair_sharing.targets(pre, cq, snapshot.nodes, snapshot.admitted)
+        return classical_targets(pre, cq.obj.spec.preemption, cq.node, snapshot.nodes, snapshot.admitted)
+
+    # ----------------------------------------------------------------- 4. order
+
+    def _ordered(self, entries: list[Entry], snapshot: Snapshot) -> Iterable[Entry]:
+        """The heads in the order to try them (Kueue's ``makeIterator``)."""
+        if snapshot.config.fair_sharing_enabled:
+            return self.fair_sharing.order(entries)
+        return classical_order(entries, snapshot.config.gate("PrioritySortingWithinCohort"))
+
+    # --------------------------------------------------------------- 5. process
+
+    def _process(self, entry: Entry, snapshot: Snapshot) -> bool:
+        """Admit the head if it still fits, or issue its preemptions (Kueue's ``processEntry``).
+
+        Returns True when it admitted the head or evicted a workload for it.
+        """
+        rec, cq, lifecycle = entry.rec, entry.cq, self.lifecycle
+        if entry.kind == EntryKind.NOT_NOMINATED:
+            rec.sticky = False
+            lifecycle.set_pending(rec, entry.reason, entry.message)
+            return False
+        assignment = entry.assignment
+        assert assignment is not None
+        if entry.kind == EntryKind.FIT:
+            if fits(cq.node, assignment.usage, allow_borrowing=True):
+                lifecycle.admit(rec, cq, assignment)
+                entry.requeue_reason = None
+                return True
+            return self._skip(entry, MSG_NO_LONGER_FITS)
+        if any(t.candidate.key in snapshot.preempted for t in entry.targets):
+            return self._skip(entry, MSG_OVERLAPPING)
+        # The victims' quota counts as released for the rest of the cycle, as
+        # Kueue's fits() simulates their removal; taken back if the head still does not fit.
+        mark = snapshot.mark()
+        for target in entry.targets:
+            snapshot.release(snapshot.nodes[target.candidate.cluster_queue], target.candidate.usage)
+        if not fits(cq.node, assignment.usage, allow_borrowing=True):
+            snapshot.rollback(mark)
+            return self._skip(entry, MSG_NO_LONGER_FITS)
+        snapshot.reserve(cq.node, assignment.usage)
+        snapshot.preempted.update(t.candidate.key for t in entry.targets)
+        issued = lifecycle.issue_preemptions(rec, entry.targets)
+        rec.sticky = True
+        lifecycle.set_pending(
+            rec,
+            REASON_PENDING,
+            f"{entry.message}. Pending the preemption of {len(entry.targets)} workload(s)",
+        )
+        entry.requeue_reason = RequeueReason.PENDING_PREEMPTION
+        return issued > 0
+
+    def _skip(self, entry: Entry, message: str) -> bool:
+        """The head was nominated but cannot go ahead this cycle; it goes back to the head."""
+        self.lifecycle.set_pending(entry.rec, REASON_PENDING, message)
+        entry.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
+        return False
+
+    # --------------------------------------------------------------- 6. requeue
+
+    def _requeue(self, entry: Entry) -> bool:
+        """Put the head back in its queue (Kueue's ``requeueAndUpdate``); True when parked."""
+        assert entry.requeue_reason is not None
+        parked = self.queues.requeue(entry.rec, entry.cq.name, entry.requeue_reason)
+        if parked is None:
+            return False
+        # Equivalent workloads wait with it and, if they never had one, take its reason.
+        workloads = self.cache.workloads
+        for key in parked:
+            self.lifecycle.set_pending(workloads[key], entry.reason, entry.message)
+        return True
+
+
+def classical_order(entries: list[Entry], by_priority: bool) -> list[Entry]:
+    """Kueue's ``makeClassicalIterator``: heads that fit without borrowing first, then by
+    priority (with PrioritySortingWithinCohort), then the earlier queue time; keys break ties."""
+
+    def key(e: Entry) -> tuple[object, ...]:
+        borrows = e.assignment.borrows if e.assignment else False
+        prio = -e.rec.priority if by_priority else 0
+        return (borrows, prio, e.rec.created_ms, e.rec.key)
+
+    return sorted(entries, key=key)

@@ -1,0 +1,84 @@
+"""What scheduling needs to know about a Workload: its priority and what it requests.
+
+Kueue computes the same once per Workload into a ``workload.Info``
+(pkg/workload): the effective priority (``priority.Priority``), the total
+requests of every pod set after excluded resource prefixes and DRA devices,
+and the scheduling-equivalence hash of workloads that ask for the same thing.
+"""
+
+from __future__ import annotations
+
+from kueuestream.admission import dra
+from kueuestream.admission.api.core import PodSpec
+from kueuestream.admission.api.kueue import Workload
+from kueuestream.admission.assignment import PodSetRequest
+from kueuestream.admission.cache import Cache
+from kueuestream.admission.jobs import WORKLOAD_PRIORITY_CLASS_SOURCE
+from kueuestream.admission.requests import pod_requests, scale, without_prefixes
+from kueuestream.admission.state import WorkloadRecord
+
+
+def resolve_priority(wl: Workload, workload_classes: dict[str, int], pod_classes: dict[str, int]) -> int:
+    """``spec.priority``, else its priority class's value, else the first pod's; 0 without any."""
+    spec = wl.spec
+    if spec.priority is not None:
+        return spec.priority
+    ref = spec.priority_class_ref
+    name = ref.name if ref and ref.name else spec.priority_class_name
+    kind = ref.kind if ref and ref.kind else ""
+    if name:
+        from_workload_class = kind == "WorkloadPriorityClass" or (
+            spec.priority_class_source == WORKLOAD_PRIORITY_CLASS_SOURCE
+        )
+        if from_workload_class or (not kind and name in workload_classes):
+            if name in workload_classes:
+                return workload_classes[name]
+        elif name in pod_classes:
+            return pod_classes[name]
+    for ps in spec.pod_sets:
+        pod = ps.template.spec
+        if pod.priority is not None:
+            return pod.priority
+        if pod.priority_class_name in pod_classes:
+            return pod_classes[pod.priority_class_name]
+    return 0
+
+
+def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
+    """Count what each pod set requests, unless nothing it depends on changed since last time.
+
+    Sets ``rec.pod_sets`` and ``rec.equivalence``, or ``rec.pod_sets = None``
+    with ``rec.requests_problem`` saying why the requests cannot be counted.
+    """
+    if rec.requests_generation == cache.requests_generation:
+        return
+    rec.requests_generation = cache.requests_generation
+    rec.requests_problem = ""
+    config = cache.config
+    prefixes = config.resources.exclude_resource_prefixes
+    only_declared = config.quota_check == "OnlyDeclared"
+    devices = (
+        cache.dra.count(rec.obj, config) if config.gate("DynamicResourceAllocation") else dra.Counted({}, "")
+    )
+    if devices.problem:
+        rec.pod_sets, rec.requests_problem = None, devices.problem
+        return
+    out: list[PodSetRequest] = []
+    for ps in rec.obj.spec.pod_sets:
+        per_pod = pod_requests(ps.template.spec)
+        if not only_declared and prefixes:
+            per_pod = without_prefixes(per_pod, prefixes)
+        for resource, amount in devices.per_pod.get(ps.name, {}).items():
+            per_pod[resource] = per_pod.get(resource, 0) + amount
+        out.append(PodSetRequest(ps.name, ps.count, scale(per_pod, ps.count), ps.template.spec))
+    rec.pod_sets = out
+    rec.equivalence = (
+        rec.key[0],
+        rec.priority,
+        tuple((ps.name, ps.count, tuple(sorted(ps.requests.items())), _constraints(ps.spec)) for ps in out),
+    )
+
+
+def _constraints(spec: PodSpec) -> str:
+    """What of a pod spec decides which flavors may take it, as comparable text."""
+    return spec.model_dump_json(include={"node_selector", "affinity", "tolerations"})

@@ -1,0 +1,233 @@
+"""The cluster applier: each decision written to its object's status subresource.
+
+A Workload decision carries the whole ``status`` stanza the engine wants
+(``status.admission`` and the conditions). The applier writes it as a JSON
+merge patch of the status subresource that also carries the resourceVersion
+it was computed from, so a write never lands on a version it has not seen:
+
+- The conditions the decision names replace those of the same type; any
+  other condition (one another controller set) is kept where it is.
+  ``status.admission`` is set, or removed when the decision has none.
+- When the object already has that status, nothing is written (``Unchanged``).
+- On 409 Conflict the object is read again and the decision re-applied to
+  it, but only while it is still the newest decision the applier has for that
+  object; otherwise it is dropped (``Superseded``), and so is a decision still
+  waiting when a newer one about the same object arrives. Writes to one object
+  are never concurrent, so an older decision can never overwrite a newer one.
+- On 404 Not Found the object is gone (``Gone``), as is a ``Deleted``
+  decision, which has nothing to write.
+- A ``Rejected`` decision (an invalid object) is reported as ``Error`` with the
+  engine's message; so is any write the server refuses.
+
+ClusterQueue and Cohort decisions (``status.fairSharing``) are merged into
+their status subresource the same way, without the resourceVersion: the
+engine is their status's only writer.
+
+Every outcome is handed to ``on_outcome`` as an :class:`AppliedRecord`, for
+``kueue.applied``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kueuestream.admission.events import Action
+from kueuestream.agents.kube.cache import Key, ObjectCache, resource_version
+from kueuestream.agents.kube.rest import (
+    CLUSTER_QUEUES,
+    COHORTS,
+    CONFLICT,
+    NOT_FOUND,
+    WORKLOADS,
+    KubeObjects,
+    Resource,
+    reason_of,
+    status_of,
+)
+from kueuestream.streams.schemas import AppliedRecord, ApplyOutcome, DecisionRecord
+
+log = logging.getLogger(__name__)
+
+Manifest = dict[str, Any]
+OutcomeHook = Callable[[AppliedRecord], None]
+
+RESOURCES: dict[str, Resource] = {"Workload": WORKLOADS, "ClusterQueue": CLUSTER_QUEUES, "Cohort": COHORTS}
+DEFAULT_CONCURRENCY = 32
+# Conflicts in a row on one object before the decision is reported as a Conflict.
+MAX_CONFLICTS = 10
+
+
+def merged_status(live: Manifest, decided: Manifest) -> Manifest:
+    """The status a Workload should have: ``decided`` laid over the ``live`` status."""
+    live_conditions = [c for c in live.get("conditions") or [] if isinstance(c, dict)]
+    decided_conditions = [c for c in decided.get("conditions") or [] if isinstance(c, dict)]
+    by_type = {c.get("type"): c for c in decided_conditions}
+    conditions = [by_type.get(c.get("type"), c) for c in live_conditions]
+    present = {c.get("type") for c in live_conditions}
+    conditions += [c for c in decided_conditions if c.get("type") not in present]
+    return {"admission": decided.get("admission"), "conditions": conditions}
+
+
+def has_status(live: Manifest, wanted: Manifest) -> bool:
+    """Whether the live status already holds everything ``wanted`` sets (None meaning absent)."""
+    for key, value in wanted.items():
+        current = live.get(key)
+        if value is None or value == []:
+            if current not in (None, []):
+                return False
+        elif current != value:
+            return False
+    return True
+
+
+@dataclass(slots=True)
+class ApplierCounters:
+    outcomes: dict[str, int] = field(default_factory=dict)
+    conflicts: int = 0
+
+    def count(self, outcome: ApplyOutcome) -> None:
+        self.outcomes[outcome.value] = self.outcomes.get(outcome.value, 0) + 1
+
+
+@dataclass(slots=True)
+class _Slot:
+    """The decisions of one object: the one being written and the newest waiting."""
+
+    newest: int = 0  # arrival number of the newest decision received
+    waiting: tuple[int, DecisionRecord] | None = None
+    busy: bool = False
+
+
+class ClusterApplier:
+    def __init__(
+        self,
+        objects: KubeObjects,
+        cache: ObjectCache,
+        on_outcome: OutcomeHook,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ) -> None:
+        self.objects = objects
+        self.cache = cache
+        self.on_outcome = on_outcome
+        self.counters = ApplierCounters()
+        self._slots: dict[Key, _Slot] = {}
+        self._arrivals = 0
+        self._gate = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- input ---------------------------------------------------------------------
+
+    def submit(self, decision: DecisionRecord) -> None:
+        """Queue a decision; decisions about one object must be submitted in the order made."""
+        ref = decision.ref
+        key: Key = (ref.kind, ref.namespace, ref.name)
+        self._arrivals += 1
+        slot = self._slots.setdefault(key, _Slot())
+        slot.newest = self._arrivals
+        if slot.waiting is not None:
+            self._report(
+                slot.waiting[1], ApplyOutcome.SUPERSEDED, "a newer decision arrived before it was written"
+            )
+        slot.waiting = (self._arrivals, decision)
+        if not slot.busy:
+            self._start(key, slot)
+
+    def _start(self, key: Key, slot: _Slot) -> None:
+        assert slot.waiting is not None
+        arrival, decision = slot.waiting
+        slot.waiting, slot.busy = None, True
+        task = asyncio.ensure_future(self._run(key, slot, arrival, decision))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, key: Key, slot: _Slot, arrival: int, decision: DecisionRecord) -> None:
+        try:
+            async with self._gate:
+                outcome, detail = await self._apply(key, arrival, decision)
+        except Exception as exc:  # one object's failure never stops the others
+            outcome, detail = ApplyOutcome.ERROR, reason_of(exc)
+        self._report(decision, outcome, detail)
+        slot.busy = False
+        if slot.waiting is not None:
+            self._start(key, slot)
+
+    def _report(self, decision: DecisionRecord, outcome: ApplyOutcome, detail: str) -> None:
+        self.counters.count(outcome)
+        if outcome is ApplyOutcome.ERROR:
+            log.warning("%s %s/%s: %s", decision.ref.kind, decision.ref.namespace, decision.ref.name, detail)
+        self.on_outcome(AppliedRecord.for_decision(decision, outcome, detail))
+
+    async def idle(self) -> None:
+        """Wait until every submitted decision has an outcome."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def is_idle(self) -> bool:
+        return not self._tasks
+
+    # --- one decision --------------------------------------------------------------
+
+    async def _apply(self, key: Key, arrival: int, decision: DecisionRecord) -> tuple[ApplyOutcome, str]:
+        kind = decision.ref.kind
+        if decision.action is Action.REJECTED:
+            return ApplyOutcome.ERROR, decision.message
+        if decision.action is Action.DELETED:
+            return ApplyOutcome.GONE, f"{kind} deleted in the cluster; nothing to write"
+        resource = RESOURCES.get(kind)
+        if resource is None:
+            return ApplyOutcome.ERROR, f"no status to write for a {kind}"
+        if kind != "Workload":
+            return await self._merge_status(resource, key, decision.status)
+        live = self.cache.get(key)
+        conflicts = 0
+        while True:
+            if live is None:
+                try:
+                    live = await self.objects.get(resource, key[1], key[2])
+                except Exception as exc:
+                    if status_of(exc) == NOT_FOUND:
+                        self.cache.forget(key)
+                        return ApplyOutcome.GONE, f"Workload {key[1]}/{key[2]} no longer exists"
+                    raise
+                self.cache.put(key, live)
+            current = live.get("status") if isinstance(live.get("status"), dict) else {}
+            wanted = merged_status(current or {}, decision.status)
+            if has_status(current or {}, wanted):
+                return ApplyOutcome.UNCHANGED, f"resourceVersion {resource_version(live)}"
+            body = {"metadata": {"resourceVersion": resource_version(live)}, "status": wanted}
+            try:
+                written = await self.objects.patch(resource, key[1], key[2], body, subresource="status")
+            except Exception as exc:
+                status = status_of(exc)
+                if status == NOT_FOUND:
+                    self.cache.forget(key)
+                    return ApplyOutcome.GONE, f"Workload {key[1]}/{key[2]} no longer exists"
+                if status != CONFLICT:
+                    return ApplyOutcome.ERROR, f"the API server refused the status: {reason_of(exc)}"
+                self.counters.conflicts += 1
+                conflicts += 1
+                slot = self._slots[key]
+                if slot.newest != arrival:
+                    return ApplyOutcome.SUPERSEDED, "changed meanwhile, and a newer decision is waiting"
+                if conflicts >= MAX_CONFLICTS:
+                    return ApplyOutcome.CONFLICT, f"changed {conflicts} times while being written"
+                live = None  # read it again
+                continue
+            self.cache.put(key, written)
+            return ApplyOutcome.APPLIED, f"resourceVersion {resource_version(written)}"
+
+    async def _merge_status(self, resource: Resource, key: Key, status: Manifest) -> tuple[ApplyOutcome, str]:
+        try:
+            written = await self.objects.patch(
+                resource, key[1], key[2], {"status": status}, subresource="status"
+            )
+        except Exception as exc:
+            if status_of(exc) == NOT_FOUND:
+                return ApplyOutcome.GONE, f"{key[0]} {key[2]} no longer exists"
+            return ApplyOutcome.ERROR, f"the API server refused the status: {reason_of(exc)}"
+        return ApplyOutcome.APPLIED, f"resourceVersion {resource_version(written)}"

@@ -1,0 +1,207 @@
+"""``kueuestream apply --kubeconfig PATH --broker ...``: the cluster's writer beside Kafka workers.
+
+It reads ``kueue.decisions`` (committed records only) and writes each decision
+to the cluster with the applier, recording every outcome in ``kueue.applied``;
+and it reads ``kueue.watch``, which ``kueuestream watch`` fills, to run Kueue's
+job integration (:mod:`.jobs`). The workers run with ``--cluster``.
+
+On start it reads both topics from the beginning, and ``kueue.applied``:
+decisions that already have an outcome are not written again, and the job
+integration takes in every watch event before it reconciles any Job. Then it
+follows both topics. One ``apply`` per cluster may run at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kueuestream.agents.faust_worker.publish import ensure_topics
+from kueuestream.agents.kube.api_calls import explain
+from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConfigError, KubeConnection, connect
+from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
+from kueuestream.agents.kube.rest import KubeObjects
+from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams import codec
+from kueuestream.streams.codec import DecodeError
+from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url
+from kueuestream.streams.log import Log, LogError
+from kueuestream.streams.schemas import AppliedRecord, DecisionRecord
+from kueuestream.streams.topics import decision_key, partition_for_key
+
+EXIT_USAGE = 2
+FLUSH_INTERVAL_S = 0.05
+POLL_MS = 200
+
+
+async def _read_all(log: Log, topic: str) -> tuple[list[bytes], dict[int, int]]:
+    """Every record of ``topic`` (partition by partition), and where each partition ends."""
+    values: list[bytes] = []
+    ends: dict[int, int] = {}
+    for partition in range(await log.partitions(topic)):
+        ends[partition] = 0
+        async for record in log.read(topic, partition):
+            values.append(record.value)
+            ends[partition] = record.offset + 1
+    return values, ends
+
+
+class KafkaApplier:
+    """A :class:`ClusterSide` between Kafka topics and a cluster."""
+
+    def __init__(self, conn: KubeConnection, kafka: KafkaLog, broker: str, names: TopicNames) -> None:
+        self.conn = conn
+        self.kafka = kafka
+        self.broker = broker
+        self.names = names
+        # A write waits out an unreachable API server rather than being given up.
+        self.objects = KubeObjects(conn.api, RETRY_FOREVER)
+        self.side = ClusterSide(self.objects, self._outcome)
+        self._outcomes: list[AppliedRecord] = []
+        self.applied_partitions = 1
+        self.positions: dict[TopicPartition, int] = {}
+
+    def _outcome(self, record: AppliedRecord) -> None:
+        self._outcomes.append(record)
+
+    async def start(self) -> int:
+        """Take in what the topics hold; the number of decisions still to write."""
+        n = self.names
+        await ensure_topics(self.kafka, n)
+        self.applied_partitions = await self.kafka.partitions(n.applied)
+        watch, watch_ends = await _read_all(self.kafka, n.watch)
+        decisions, decision_ends = await _read_all(self.kafka, n.decisions)
+        applied, _ = await _read_all(self.kafka, n.applied)
+        queued = self.side.restore(watch, decisions, applied)
+        self.positions = {TopicPartition(n.watch, p): end for p, end in watch_ends.items()}
+        self.positions.update({TopicPartition(n.decisions, p): end for p, end in decision_ends.items()})
+        return queued
+
+    async def flush(self) -> None:
+        if not self._outcomes:
+            return
+        records, self._outcomes = self._outcomes, []
+        by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
+        for record in records:
+            key = decision_key(record.ref.namespace, record.ref.name)
+            by_partition.setdefault(partition_for_key(key, self.applied_partitions), []).append(
+                (key, codec.encode(record))
+            )
+        for partition, items in sorted(by_partition.items()):
+            await self.kafka.append_many(self.names.applied, items, partition=partition)
+
+    async def follow(self) -> None:
+        """Hand new watch events and decisions on as they are committed, until cancelled."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=parse_broker_url(self.broker),
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        await consumer.start()
+        try:
+            consumer.assign(sorted(self.positions))
+            for tp, offset in sorted(self.positions.items()):
+                consumer.seek(tp, offset)
+            while True:
+                batches = await consumer.getmany(timeout_ms=POLL_MS)
+                # The watch first: a decision's Workload version is then in the cache.
+                for tp in sorted(batches, key=lambda t: (t.topic != self.names.watch, t.partition)):
+                    for message in batches[tp]:
+                        self._take(tp.topic, message.value or b"")
+                        self.positions[tp] = message.offset + 1
+                await self.flush()
+        finally:
+            await consumer.stop()
+
+    def _take(self, topic: str, value: bytes) -> None:
+        if topic == self.names.watch:
+            event = decode_watch(value)
+            if event is not None:
+                self.side.observe([event])
+            return
+        try:
+            self.side.decide(codec.decode(value, DecisionRecord))
+        except DecodeError:
+            return  # the admission agent wrote it; nothing a cluster could be told
+
+    async def flusher(self, interval_s: float = FLUSH_INTERVAL_S) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.flush()
+
+
+async def _serve(kubeconfig: str, context: str | None, broker: str, prefix: str, out: TextIO) -> int:
+    names = TopicNames(prefix)
+    async with await connect(kubeconfig, context) as conn, KafkaLog(broker) as kafka:
+        applier = KafkaApplier(conn, kafka, broker, names)
+        queued = await applier.start()
+        print(
+            f"applying {names.decisions} to {conn.server} (context {conn.context}); "
+            f"{queued} decisions from before to write",
+            file=out,
+            flush=True,
+        )
+        tasks = [
+            asyncio.create_task(applier.follow(), name="follow"),
+            asyncio.create_task(applier.side.jobs.run(), name="jobs"),
+            asyncio.create_task(applier.flusher(), name="flush"),
+        ]
+        stop = _on_signals([t.cancel for t in tasks])
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                if not task.cancelled():
+                    task.result()
+        finally:
+            stop()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await applier.side.applier.idle()
+            await applier.flush()
+        counters = applier.side.applier.counters
+        print(
+            f"outcomes {dict(sorted(counters.outcomes.items()))}; {applier.objects.writes} API writes",
+            file=out,
+            flush=True,
+        )
+    return 0
+
+
+def _on_signals(cancels: list[Callable[[], object]]) -> Callable[[], None]:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda: [c() for c in cancels])
+
+    def remove() -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+    return remove
+
+
+def run_apply(
+    kubeconfig: str, broker: str, *, context: str | None = None, prefix: str = "", out: TextIO | None = None
+) -> int:
+    """``kueuestream apply``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            return asyncio.run(_serve(kubeconfig, context, broker, prefix, out or sys.stdout))
+        return 0
+    except KubeConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ApiException as exc:
+        print(f"error: {explain(exc)}", file=sys.stderr)
+        return 1
+    except LogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

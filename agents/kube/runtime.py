@@ -1,0 +1,285 @@
+"""``kueuestream run --kubeconfig PATH``: the embedded runtime against a cluster.
+
+One process, one local log (``./.kueuestream`` by default), the same agents as
+``run --source``, with the cluster at both ends:
+
+    watcher ─▶ kueue.watch ─▶ ingest ─▶ kueue.admission ─▶ admission ─▶ kueue.decisions
+       ▲                                                                     │
+       └───── API server ◀── job integration (Jobs, Workloads) ◀── applier ◀─┘
+
+The watcher (:mod:`.watcher`) hands each group of watch events to this
+runtime, which appends them to the log and runs them through the pipeline
+(:class:`~kueuestream.agents.embedded.pipeline.EmbeddedPipeline` in cluster
+mode) before the watcher goes on; the new decisions go to the applier and
+the events to the job integration (:mod:`.cluster_side`). Outcomes go to
+``kueue.applied``. Time moves with the events; when an engine waits for a
+later time (Kueue's requeue batch), a clock tick is written to the log then.
+
+Restart. The watcher resumes from the resourceVersions in the log; the
+pipeline rebuilds itself from the log; the job integration takes the log's
+watch events in and reconciles every Job; decisions without an outcome in
+``kueue.applied`` are written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
+from kueuestream.agents.embedded.runtime import describe_decision, describe_error, now_ms
+from kueuestream.agents.kube.api_calls import explain
+from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConfigError, KubeConnection, connect
+from kueuestream.agents.kube.cluster_side import ClusterSide
+from kueuestream.agents.kube.config_file import ConfigFileError, config_file_event
+from kueuestream.agents.kube.resources import kinds_to_watch
+from kueuestream.agents.kube.rest import KubeObjects
+from kueuestream.agents.kube.watch_ledger import ledger_from_log
+from kueuestream.agents.kube.watch_service import WatchOptions
+from kueuestream.agents.kube.watcher import MissingKinds, Watcher
+from kueuestream.streams import codec
+from kueuestream.streams.file_log import DEFAULT_DIRECTORY, FileLog
+from kueuestream.streams.log import LogError
+from kueuestream.streams.schemas import AppliedRecord, DecisionRecord, ErrorRecord, WatchEvent
+from kueuestream.streams.topics import decision_key, partition_for_key
+
+EXIT_USAGE = 2
+CLOCK_INTERVAL_S = 0.25
+
+Show = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class ClusterStats:
+    watch_events: int = 0
+    decisions: int = 0
+    outcomes: int = 0
+
+
+class EmbeddedCluster:
+    """The pipeline over a local log, fed by a watcher, writing back through a :class:`ClusterSide`.
+
+    It is the watcher's sink: :meth:`emit` returns once the events are in the
+    log and through the pipeline. The log may be opened with ``fsync=False``:
+    everything a group of events wrote is made durable with one fsync before
+    any decision of that group reaches the cluster. Outcomes become durable
+    with the next group; a decision whose outcome was lost in a crash is
+    written again after the restart and then found ``Unchanged``.
+    """
+
+    def __init__(
+        self,
+        conn: KubeConnection,
+        log: FileLog,
+        *,
+        on_decision: Callable[[DecisionRecord], None] | None = None,
+        on_error: Callable[[ErrorRecord], None] | None = None,
+    ) -> None:
+        self.conn = conn
+        self.log = log
+        self.on_decision = on_decision
+        self.stats = ClusterStats()
+        # A write waits out an unreachable API server rather than being given up.
+        self.objects = KubeObjects(conn.api, RETRY_FOREVER)
+        self.side = ClusterSide(self.objects, self._outcome)
+        self.pipeline = EmbeddedPipeline(log, cluster=True, on_decision=self._decided, on_error=on_error)
+        self.names = self.pipeline.names
+        self.applied_partitions = log.ensure_topic_sync(self.names.applied, self.pipeline.partitions)
+        self._outcomes: list[AppliedRecord] = []
+        # Decisions made by the pipeline and not yet handed to the applier.
+        self._fresh: list[DecisionRecord] = []
+        # The pipeline runs in a worker thread, one call at a time.
+        self._pipeline_lock = asyncio.Lock()
+
+    # --- start ---------------------------------------------------------------------
+
+    def start(self) -> int:
+        """Take in what the log holds and finish what a stop cut short; the decisions still to write.
+
+        The log's decisions without an outcome are queued before the pipeline
+        rebuilds itself, so that any decision the rebuild completes comes after
+        them, in the order they were made.
+        """
+        n = self.names
+        watch = [r.value for r in self.log.read_sync(n.watch, 0)]
+        decisions = [
+            r.value for p in range(self.pipeline.partitions) for r in self.log.read_sync(n.decisions, p)
+        ]
+        applied = [r.value for p in range(self.applied_partitions) for r in self.log.read_sync(n.applied, p)]
+        queued = self.side.restore(watch, decisions, applied)
+        self._pump()
+        self._hand_on()
+        return queued
+
+    # --- the watcher's sink --------------------------------------------------------
+
+    async def emit(self, events: Sequence[WatchEvent]) -> None:
+        # The pipeline's CPU work runs beside the event loop, so the API calls in
+        # flight and the watches make progress meanwhile.
+        async with self._pipeline_lock:
+            await asyncio.to_thread(self._pump, events)
+            self.stats.watch_events += len(events)
+            self.side.observe(events)
+            self._hand_on()
+
+    def _pump(self, events: Sequence[WatchEvent] = ()) -> None:
+        self.pipeline.submit(events)
+        self.pipeline.pump()
+        # One fsync for the whole group, before anything it decided reaches the cluster.
+        self.log.persist_sync()
+
+    def _decided(self, decision: DecisionRecord) -> None:
+        self.stats.decisions += 1
+        self._fresh.append(decision)
+        if self.on_decision is not None:
+            self.on_decision(decision)
+
+    def _hand_on(self) -> None:
+        """Give the applier the new decisions (on the event loop) and record outcomes so far."""
+        fresh, self._fresh = self._fresh, []
+        for decision in fresh:
+            self.side.decide(decision)
+        self.flush()
+
+    # --- time and outcomes ---------------------------------------------------------
+
+    async def tick(self) -> None:
+        """Write a clock tick for every time an engine waits for that has come."""
+        async with self._pipeline_lock:
+            await asyncio.to_thread(self._advance)
+            self._hand_on()
+
+    def _advance(self) -> None:
+        self.pipeline.advance_clock(now_ms(), cluster=self.conn.cluster)
+        self.log.persist_sync()
+
+    def _outcome(self, record: AppliedRecord) -> None:
+        self._outcomes.append(record)
+
+    def flush(self) -> None:
+        """Append the outcomes reported so far to ``kueue.applied``, one batch per partition."""
+        if not self._outcomes:
+            return
+        records, self._outcomes = self._outcomes, []
+        by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
+        for record in records:
+            key = decision_key(record.ref.namespace, record.ref.name)
+            by_partition.setdefault(partition_for_key(key, self.applied_partitions), []).append(
+                (key, codec.encode(record))
+            )
+        for partition, items in sorted(by_partition.items()):
+            self.log.append_many_sync(self.names.applied, items, partition=partition)
+        self.stats.outcomes += len(records)
+
+    async def clock(self, interval_s: float = CLOCK_INTERVAL_S) -> None:
+        """Tick the clock and flush outcomes every ``interval_s`` until cancelled."""
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.tick()
+
+    async def settle(self) -> None:
+        """Wait until the job integration and the applier have nothing left to do."""
+        await self.side.idle()
+        self.flush()
+
+
+async def open_cluster(
+    conn: KubeConnection,
+    log: FileLog,
+    options: WatchOptions,
+    *,
+    on_decision: Callable[[DecisionRecord], None] | None = None,
+    on_error: Callable[[ErrorRecord], None] | None = None,
+) -> tuple[EmbeddedCluster, Watcher]:
+    """The runtime started from ``log``, and a watcher resuming from it that feeds it."""
+    runtime = EmbeddedCluster(conn, log, on_decision=on_decision, on_error=on_error)
+    runtime.start()
+    ledger = await ledger_from_log(log, runtime.names.watch, options.cluster or conn.cluster)
+    if options.config_file is not None:
+        event = config_file_event(options.config_file, ledger, now_ms())
+        if event is not None:
+            await runtime.emit([event])
+            ledger.record(event)
+    watcher = Watcher(conn, runtime, ledger, kinds_to_watch(options.config_map))
+    return runtime, watcher
+
+
+async def serve(runtime: EmbeddedCluster, watcher: Watcher) -> None:
+    """Run the watcher, the job integration and the clock until cancelled."""
+    tasks = [
+        asyncio.create_task(watcher.run(), name="watcher"),
+        asyncio.create_task(runtime.side.jobs.run(), name="jobs"),
+        asyncio.create_task(runtime.clock(), name="clock"),
+    ]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await runtime.side.applier.idle()
+        runtime.flush()
+
+
+async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
+    def show(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    async with await connect(options.kubeconfig, options.context) as conn:
+        # Appends are made durable a group at a time (EmbeddedCluster persists each group).
+        with FileLog(log_dir, fsync=False) as log:
+            runtime, watcher = await open_cluster(
+                conn,
+                log,
+                options,
+                on_decision=lambda d: show(describe_decision(d)),
+                on_error=lambda e: show(describe_error(e)),
+            )
+
+            async def announce() -> None:
+                await watcher.synced.wait()
+                show(f"running against {conn.server} (context {conn.context}); log in {log_dir}")
+
+            announcing = asyncio.create_task(announce())
+            main = asyncio.current_task()
+            assert main is not None
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, main.cancel)
+            with contextlib.suppress(asyncio.CancelledError):
+                await serve(runtime, watcher)
+            announcing.cancel()
+            jobs, applier = runtime.side.jobs.counters, runtime.side.applier.counters
+            show(
+                f"{runtime.stats.watch_events} watch events, {runtime.stats.decisions} decisions, "
+                f"outcomes {dict(sorted(applier.outcomes.items()))}; "
+                f"{jobs.workloads_created} Workloads created, {jobs.jobs_started} Jobs started, "
+                f"{jobs.jobs_stopped} stopped; {runtime.objects.writes} API writes, "
+                f"{runtime.objects.reads} API reads; log in {log_dir}"
+            )
+    return 0
+
+
+def run_cluster(options: WatchOptions, log_dir: str | None = None, *, out: TextIO | None = None) -> int:
+    """``kueuestream run --kubeconfig``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
+    try:
+        return asyncio.run(_run(options, Path(log_dir) if log_dir else DEFAULT_DIRECTORY, out or sys.stdout))
+    except (KubeConfigError, ConfigFileError, MissingKinds) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ApiException as exc:
+        print(f"error: {explain(exc)}", file=sys.stderr)
+        return 1
+    except LogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

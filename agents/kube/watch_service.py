@@ -1,0 +1,126 @@
+"""A watcher writing into a log's ``kueue.watch``: what ``kueuestream watch`` runs against Kafka.
+
+Everything it needs to resume is read back from the log first (the
+:class:`~kueuestream.agents.kube.watch_ledger.WatchLedger`), so a restarted
+``watch`` picks up where the last one stopped. One watcher per cluster may run
+at a time: two would both write every change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kueuestream.agents.faust_worker.publish import ensure_topics
+from kueuestream.agents.kube.api_calls import explain
+from kueuestream.agents.kube.client import KubeConfigError, KubeConnection, connect
+from kueuestream.agents.kube.config_file import ConfigFileError, config_file_event
+from kueuestream.agents.kube.log_sink import LogSink
+from kueuestream.agents.kube.resources import kinds_to_watch
+from kueuestream.agents.kube.watch_ledger import ledger_from_log
+from kueuestream.agents.kube.watcher import MissingKinds, Watcher, wall_clock_ms
+from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams.kafka_log import KafkaLog
+from kueuestream.streams.log import Log, LogError
+
+EXIT_USAGE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOptions:
+    kubeconfig: str
+    context: str | None = None
+    cluster: str | None = None  # default: the kubeconfig's name for the context's cluster
+    config_file: Path | None = None
+    config_map: tuple[str, str] | None = None  # namespace, name
+
+
+def parse_config_map(value: str) -> tuple[str, str]:
+    namespace, sep, name = value.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise ValueError(
+            f"--config-map {value!r}: expected NAMESPACE/NAME, such as kueue-system/kueue-manager-config"
+        )
+    return namespace, name
+
+
+async def start_watcher(conn: KubeConnection, log: Log, names: TopicNames, options: WatchOptions) -> Watcher:
+    """A watcher for ``conn``'s cluster resuming from ``log``, with the Configuration file already sent."""
+    cluster = options.cluster or conn.cluster
+    ledger = await ledger_from_log(log, names.watch, cluster)
+    sink = LogSink(log, names.watch)
+    if options.config_file is not None:
+        event = config_file_event(options.config_file, ledger, wall_clock_ms())
+        if event is not None:
+            await sink.emit([event])
+            ledger.record(event)
+    return Watcher(conn, sink, ledger, kinds_to_watch(options.config_map))
+
+
+async def _serve(options: WatchOptions, broker: str, prefix: str, out: TextIO) -> int:
+    names = TopicNames(prefix)
+    async with await connect(options.kubeconfig, options.context) as conn, KafkaLog(broker) as kafka:
+        await ensure_topics(kafka, names)
+        watcher = await start_watcher(conn, kafka, names, options)
+        task = asyncio.create_task(watcher.run())
+        stop = _on_signals(task.cancel)
+        synced = asyncio.create_task(watcher.synced.wait())
+        await asyncio.wait({task, synced}, return_when=asyncio.FIRST_COMPLETED)
+        if synced.done() and not task.done():
+            s = watcher.stats
+            print(
+                f"watching {len(watcher.discovery.served if watcher.discovery else [])} kinds of cluster "
+                f"{watcher.cluster} ({conn.server}) into {names.watch}: listed {s.listed_objects} objects "
+                f"in {s.list_seconds:.2f}s",
+                file=out,
+                flush=True,
+            )
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        finally:
+            synced.cancel()
+            stop()
+        s = watcher.stats
+        print(
+            f"{s.events} events, {s.relists} relists, {s.bookmarks} bookmarks, {s.reconnects} reconnects, "
+            f"{s.not_news} already in the log",
+            file=out,
+            flush=True,
+        )
+    return 0
+
+
+def _on_signals(cancel: Callable[[], object]) -> Callable[[], None]:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, cancel)
+
+    def remove() -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+    return remove
+
+
+def run_watch(options: WatchOptions, broker: str, *, prefix: str = "", out: TextIO | None = None) -> int:
+    """``kueuestream watch``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
+    try:
+        return asyncio.run(_serve(options, broker, prefix, out or sys.stdout))
+    except (KubeConfigError, ConfigFileError, MissingKinds) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ApiException as exc:
+        print(f"error: {explain(exc)}", file=sys.stderr)
+        return 1
+    except LogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
