@@ -56,10 +56,14 @@ def commands(tmp_path: Path, broker: str) -> dict[str, list[str]]:
         "export": ["export", "--broker", broker, "--out", str(tmp_path / "exported")],
         "import": ["import", EXAMPLE, "--broker", broker],
         "simulate": ["simulate", str(generator), "--broker", broker, "--out", str(tmp_path / "sim")],
+        "watch": ["watch", "--kubeconfig", str(tmp_path / "kubeconfig"), "--broker", broker],
+        "apply": ["apply", "--kubeconfig", str(tmp_path / "kubeconfig"), "--broker", broker],
     }
 
 
+# The commands that reach Kafka first; watch and apply reach the cluster first.
 COMMANDS = ("worker", "publish", "replay", "export", "import", "simulate")
+ALL_COMMANDS = (*COMMANDS, "watch", "apply")
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +72,7 @@ def no_kafka_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(option.env, raising=False)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", ALL_COMMANDS)
 def test_every_kafka_command_takes_the_security_flags(tmp_path: Path, command: str) -> None:
     flags = {option.flag: f"value-of-{option.setting}" for option in OPTIONS if option.flag}
     argv = commands(tmp_path, "kafka://h:9093")[command] + [x for kv in flags.items() for x in kv]
@@ -78,7 +82,7 @@ def test_every_kafka_command_takes_the_security_flags(tmp_path: Path, command: s
     }
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", ALL_COMMANDS)
 def test_unusable_settings_end_a_command_with_one_line_per_problem(
     tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
