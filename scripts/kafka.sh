@@ -5,6 +5,7 @@
 #
 #   scripts/kafka.sh fetch    resolve the jars into .kafka/libs (idempotent; ~/.m2 caches them)
 #   scripts/kafka.sh start    fresh storage, free ports, wait until ready; prints 127.0.0.1:PORT
+#                             (the PLAINTEXT listener; a SASL_SSL one runs beside it, see below)
 #   scripts/kafka.sh stop     stop the broker and wait for it to exit
 #   scripts/kafka.sh status   "running PID BOOTSTRAP" (exit 0) or "stopped" (exit 1)
 #
@@ -13,6 +14,12 @@
 #   data/            KRaft log dirs    pid         the broker JVM's pid
 #   logs/            server.log, stdout.log, format.log
 #   server.properties, log4j.properties   written by `start`
+#   tls/             CA, broker keystore and truststore (keytool), client PEMs (openssl);
+#                    made once, kept across starts
+#   sasl-ssl/        the SASL_SSL listener, for clients: bootstrap (127.0.0.1:PORT),
+#                    username, password (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 alike,
+#                    new on every start), ca.pem, client.pem, client.key (the broker
+#                    requires a client certificate signed by the CA)
 #
 # Environment knobs: KAFKA_HEAP_OPTS (default -Xms256m -Xmx512m),
 # KAFKA_START_TIMEOUT (seconds, default 90), MVN (default mvn).
@@ -27,6 +34,9 @@ LOGS="$KDIR/logs"
 PIDFILE="$KDIR/pid"
 BOOTFILE="$KDIR/bootstrap"
 STAMP="$LIBS/.pom.sha256"
+TLS="$KDIR/tls"
+SASL="$KDIR/sasl-ssl"
+SASL_USER=kueuestream
 
 MVN="${MVN:-mvn}"
 HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m}"
@@ -90,11 +100,11 @@ running_pid() {
     echo "$pid"
 }
 
-free_ports() {  # prints two distinct free TCP ports on 127.0.0.1
+free_ports() {  # prints three distinct free TCP ports on 127.0.0.1
     "$(python_bin)" - <<'PY'
 import socket
 socks = []
-for _ in range(2):
+for _ in range(3):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     socks.append(s)
@@ -135,18 +145,93 @@ except Exception:
 PY
 }
 
-write_config() {  # $1 = broker port, $2 = controller port
-    local port="$1" cport="$2"
+# keytool is a JVM per call: these flags halve its start-up time.
+keytool_() { keytool -J-XX:TieredStopAtLevel=1 -J-XX:+UseSerialGC "$@"; }
+
+random_hex() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
+# A test CA, the broker's keystore (a key and a certificate for localhost and
+# 127.0.0.1 signed by the CA) and truststore (the CA, to verify clients), and a
+# client certificate and key as PEM files for the Python clients. Made once
+# (a JVM per keytool call makes it slow) and kept in .kafka/tls across starts.
+make_tls() {
+    [[ -f "$TLS/.complete" ]] && return 0
+    command -v keytool >/dev/null 2>&1 || die "keytool not found; it comes with the JDK (Java 17+)"
+    command -v openssl >/dev/null 2>&1 || die "openssl not found; it turns the client's keystore into PEM files"
+    log "making the test CA, broker keystore and client certificate (keytool, once) ..."
+    rm -rf "$TLS"
+    mkdir -p "$TLS"
+    chmod 700 "$TLS"
+    : >"$KDIR/tls.log"
+    local pass
+    pass="$(random_hex)"
+    echo "$pass" >"$TLS/storepass"
+    TLS_STORE=(-storetype PKCS12 -storepass "$pass")
+    tls_step keytool_ -genkeypair -alias ca "${TLS_KEY[@]}" -dname "CN=kueuestream test CA" -ext bc:c \
+        -validity "$TLS_DAYS" -keystore "$TLS/ca.p12" "${TLS_STORE[@]}"
+    tls_step keytool_ -exportcert -rfc -alias ca -keystore "$TLS/ca.p12" "${TLS_STORE[@]}" -file "$TLS/ca.pem"
+    tls_step keytool_ -importcert -noprompt -alias ca -file "$TLS/ca.pem" \
+        -keystore "$TLS/truststore.p12" "${TLS_STORE[@]}"
+    tls_signed broker "CN=localhost" -ext SAN=dns:localhost,ip:127.0.0.1 -ext EKU=serverAuth
+    tls_signed client "CN=kueuestream test client" -ext EKU=clientAuth
+    tls_step openssl pkcs12 -in "$TLS/client.p12" -passin "pass:$pass" -nocerts -nodes -out "$TLS/client.key"
+    tls_step openssl pkcs12 -in "$TLS/client.p12" -passin "pass:$pass" -clcerts -nokeys -out "$TLS/client.pem"
+    rm -f "$TLS"/*.csr
+    touch "$TLS/.complete"
+}
+
+TLS_DAYS=3650
+TLS_KEY=(-keyalg EC -groupname secp256r1)
+
+tls_step() {  # one command of make_tls; on failure, its output and the end
+    if ! "$@" >>"$KDIR/tls.log" 2>&1; then
+        cat "$KDIR/tls.log" >&2
+        die "making the TLS files failed at: $1 $2"
+    fi
+}
+
+tls_signed() {  # $1 = alias, $2 = subject, $3... = keytool -gencert extensions
+    local alias="$1" dname="$2"
+    shift 2
+    tls_step keytool_ -genkeypair -alias "$alias" "${TLS_KEY[@]}" -dname "$dname" -validity "$TLS_DAYS" \
+        -keystore "$TLS/$alias.p12" "${TLS_STORE[@]}"
+    tls_step keytool_ -certreq -alias "$alias" -keystore "$TLS/$alias.p12" "${TLS_STORE[@]}" \
+        -file "$TLS/$alias.csr"
+    tls_step keytool_ -gencert -alias ca -keystore "$TLS/ca.p12" "${TLS_STORE[@]}" -infile "$TLS/$alias.csr" \
+        -outfile "$TLS/$alias.crt" -rfc -validity "$TLS_DAYS" "$@"
+    tls_step keytool_ -importcert -noprompt -alias ca -file "$TLS/ca.pem" -keystore "$TLS/$alias.p12" \
+        "${TLS_STORE[@]}"
+    tls_step keytool_ -importcert -alias "$alias" -file "$TLS/$alias.crt" -keystore "$TLS/$alias.p12" \
+        "${TLS_STORE[@]}"
+}
+
+write_config() {  # $1 = broker port, $2 = controller port, $3 = SASL_SSL port, $4 = SASL password
+    local port="$1" cport="$2" sport="$3" password="$4" storepass
+    storepass="$(cat "$TLS/storepass")"
     cat >"$KDIR/server.properties" <<EOF
 # Written by scripts/kafka.sh start: single-node KRaft for tests.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL
+# SASL_SSL: TLS with a client certificate, then PLAIN (users in the JAAS line) or
+# SCRAM (users in the cluster metadata, added by kafka-storage format --add-scram).
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=$TLS/broker.p12
+listener.name.sasl_ssl.ssl.keystore.password=$storepass
+listener.name.sasl_ssl.ssl.key.password=$storepass
+listener.name.sasl_ssl.ssl.truststore.type=PKCS12
+listener.name.sasl_ssl.ssl.truststore.location=$TLS/truststore.p12
+listener.name.sasl_ssl.ssl.truststore.password=$storepass
+listener.name.sasl_ssl.ssl.client.auth=required
+listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$password";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=$DATA
 # Single node: internal topics with replication 1, so consumer groups,
 # transactions and exactly-once work.
@@ -189,13 +274,12 @@ java_opts() {
 }
 
 start_once() {  # one attempt; returns 0 when the broker is ready
-    local ports port cport cluster_id pid deadline
-    ports="$(free_ports)"
-    port="${ports% *}"
-    cport="${ports#* }"
-    rm -rf "$DATA" "$LOGS" "$PIDFILE" "$BOOTFILE"
+    local port cport sport password cluster_id pid deadline
+    read -r port cport sport <<<"$(free_ports)"
+    password="$(random_hex)"
+    rm -rf "$DATA" "$LOGS" "$PIDFILE" "$BOOTFILE" "$SASL"
     mkdir -p "$DATA" "$LOGS"
-    write_config "$port" "$cport"
+    (umask 077 && write_config "$port" "$cport" "$sport" "$password")
     java_opts
     # A random cluster id: 16 random bytes, base64url without padding (Kafka's
     # Uuid form); like Kafka's Uuid.randomUuid, never one starting with "-".
@@ -205,6 +289,8 @@ start_once() {  # one attempt; returns 0 when the broker is ready
     done
     if ! java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.tools.StorageTool format \
         --cluster-id="$cluster_id" --config="$KDIR/server.properties" \
+        --add-scram "SCRAM-SHA-256=[name=$SASL_USER,password=$password]" \
+        --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$password]" \
         >"$LOGS/format.log" 2>&1 9>&-; then
         cat "$LOGS/format.log" >&2
         log "formatting the KRaft storage failed"
@@ -224,6 +310,7 @@ start_once() {  # one attempt; returns 0 when the broker is ready
             return 1
         fi
         if probe "127.0.0.1:$port"; then
+            write_sasl_ssl "127.0.0.1:$sport" "$password"
             echo "127.0.0.1:$port" >"$BOOTFILE"
             return 0
         fi
@@ -235,6 +322,17 @@ start_once() {  # one attempt; returns 0 when the broker is ready
     return 1
 }
 
+write_sasl_ssl() {  # $1 = the SASL_SSL listener's HOST:PORT, $2 = the password
+    (
+        umask 077
+        mkdir -p "$SASL"
+        cp "$TLS/ca.pem" "$TLS/client.pem" "$TLS/client.key" "$SASL/"
+        echo "$SASL_USER" >"$SASL/username"
+        echo "$2" >"$SASL/password"
+        echo "$1" >"$SASL/bootstrap"
+    )
+}
+
 cmd_start() {
     local pid attempt
     if pid="$(running_pid)" && [[ -f "$BOOTFILE" ]]; then
@@ -244,6 +342,7 @@ cmd_start() {
     fi
     command -v java >/dev/null 2>&1 || die "java not found; Kafka needs Java 17+"
     cmd_fetch
+    make_tls
     # Retry: a port picked as free can be taken before the broker binds it.
     for attempt in 1 2 3; do
         if start_once; then
@@ -259,7 +358,7 @@ cmd_start() {
 cmd_stop() {
     local pid i
     if ! pid="$(running_pid)"; then
-        rm -f "$PIDFILE" "$BOOTFILE"
+        rm -rf "$PIDFILE" "$BOOTFILE" "$SASL"
         log "not running"
         return 0
     fi
@@ -273,7 +372,7 @@ cmd_stop() {
         kill -KILL "$pid" 2>/dev/null || true
         for ((i = 0; i < 100; i++)); do alive "$pid" || break; sleep 0.1; done
     fi
-    rm -f "$PIDFILE" "$BOOTFILE"
+    rm -rf "$PIDFILE" "$BOOTFILE" "$SASL"
     log "stopped (pid $pid)"
 }
 

@@ -23,8 +23,7 @@ event time is inside the records.
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -32,51 +31,27 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, for_code
 
+from kueuestream.streams.kafka_access import check_access
+from kueuestream.streams.kafka_settings import KafkaTarget, kafka_settings
+from kueuestream.streams.kafka_urls import parse_broker_url
 from kueuestream.streams.log import LogError, Position, Record, TopicMismatchError, UnknownTopicError
 from kueuestream.streams.topics import TOPIC_SPECS, partition_counts, partition_for_key, validate_topic_name
 
-DEFAULT_PORT = 9092
+__all__ = ["KafkaLog", "parse_broker_url"]
+
 _TOPIC_ALREADY_EXISTS = 36
 # A getmany round: short enough to notice the end of a partition promptly.
 _POLL_MS = 200
 _POLL_RECORDS = 2000
 
-_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(?P<port>\d+))?")
-
-
-def parse_broker_url(url: str) -> list[str]:
-    """``host:port`` bootstrap addresses from ``kafka://HOST:PORT`` or ``HOST:PORT``.
-
-    Several brokers may be given separated by ``,`` or ``;`` (Faust's broker URL
-    uses ``;``), each with or without the ``kafka://`` scheme. The port defaults
-    to 9092; IPv6 hosts are written in brackets (``[::1]:9092``).
-    """
-    addresses: list[str] = []
-    for part in re.split(r"[,;]", url):
-        item = part.strip()
-        if not item:
-            continue
-        scheme, sep, rest = item.partition("://")
-        if sep:
-            if scheme.lower() != "kafka":
-                raise ValueError(f"broker URL {url!r}: scheme must be kafka://, not {scheme}://")
-            item = rest.rstrip("/")
-        match = _HOST_PORT.fullmatch(item)
-        if match is None:
-            raise ValueError(f"broker URL {url!r}: {item!r} is not HOST:PORT")
-        port = int(match.group("port") or DEFAULT_PORT)
-        if not 0 < port < 65536:
-            raise ValueError(f"broker URL {url!r}: port {port} is out of range")
-        addresses.append(f"{match.group('host')}:{port}")
-    if not addresses:
-        raise ValueError(f"broker URL {url!r} names no broker")
-    return addresses
-
 
 class KafkaLog:
     """A :class:`~kueuestream.streams.log.Log` on a Kafka cluster.
 
-    Clients start on first use (or with :meth:`start`); use ``async with`` or
+    ``brokers`` is the :class:`~kueuestream.streams.kafka_settings.KafkaSettings`
+    every client uses (TLS, SASL), or broker URLs taken with no other setting.
+    Clients start on first use (or with :meth:`start`), after one connection
+    checked that a broker accepts these settings; use ``async with`` or
     :meth:`close` to stop them. ``partitions`` overrides the default partition
     counts of :mod:`kueuestream.streams.topics`; ``topic_configs`` adds Kafka topic configs
     to the defaults of :data:`kueuestream.streams.topics.TOPICS` when creating topics.
@@ -86,7 +61,7 @@ class KafkaLog:
 
     def __init__(
         self,
-        bootstrap: str | Sequence[str],
+        brokers: KafkaTarget,
         *,
         client_id: str = "kueuestream",
         partitions: Mapping[str, int] | None = None,
@@ -95,10 +70,8 @@ class KafkaLog:
         request_timeout_ms: int = 30_000,
         read_timeout_s: float = 30.0,
     ) -> None:
-        if isinstance(bootstrap, str):
-            self.bootstrap = parse_broker_url(bootstrap)
-        else:
-            self.bootstrap = [a for b in bootstrap for a in parse_broker_url(b)]
+        self.settings = kafka_settings(brokers)
+        self.bootstrap = list(self.settings.brokers)
         self.client_id = client_id
         self.replication_factor = replication_factor
         self._default_partitions = partition_counts(partitions)
@@ -123,13 +96,14 @@ class KafkaLog:
                 raise LogError("the Kafka log is closed")
             if self._producer is not None:
                 return
+            await check_access(self.settings, client_id=self.client_id, timeout_ms=self._request_timeout_ms)
             admin = AIOKafkaAdminClient(
-                bootstrap_servers=self.bootstrap,
+                **self.settings.client_options(),
                 client_id=self.client_id,
                 request_timeout_ms=self._request_timeout_ms,
             )
             producer = AIOKafkaProducer(
-                bootstrap_servers=self.bootstrap,
+                **self.settings.client_options(),
                 client_id=self.client_id,
                 enable_idempotence=True,
                 acks="all",
@@ -144,7 +118,8 @@ class KafkaLog:
             except (KafkaError, OSError) as exc:
                 for client in reversed(started):
                     await _stop(client)
-                raise LogError(f"cannot connect to Kafka at {','.join(self.bootstrap)}: {exc}") from exc
+                reason = self.settings.redact(str(exc))
+                raise LogError(f"cannot connect to Kafka at {self.settings.describe()}: {reason}") from exc
             self._admin, self._producer, self._offsets_consumer = admin, producer, consumer
 
     async def close(self) -> None:
@@ -170,7 +145,7 @@ class KafkaLog:
 
     def _consumer(self) -> Any:
         return AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
+            **self.settings.client_options(),
             client_id=self.client_id,
             group_id=None,
             enable_auto_commit=False,

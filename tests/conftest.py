@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kafka.sasl_ssl_broker import SaslSslBroker
+
 # ============================================================================
 # Kafka: a real broker for the tests marked `kafka`
 # (scripts/kafka.sh runs Apache Kafka in KRaft mode from Maven Central jars)
@@ -157,4 +159,62 @@ def kube_config() -> Iterator[str]:
 
 # ============================================================================
 # end of the Kubernetes block
+# ============================================================================
+
+
+# ============================================================================
+# Kafka over SASL_SSL: the SASL_SSL listener scripts/kafka.sh starts beside the
+# PLAINTEXT one (TLS with a client certificate; PLAIN, SCRAM-SHA-256/512)
+# ============================================================================
+SASL_SSL_DIR = REPO_ROOT / ".kafka" / "sasl-ssl"
+SASL_SSL_FILES = ("ca.pem", "client.pem", "client.key", "username", "password")
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_ssl(request: pytest.FixtureRequest) -> SaslSslBroker:
+    """The test broker's SASL_SSL listener, its CA, a client certificate and credentials.
+
+    - ``KUEUESTREAM_KAFKA_SASL_SSL`` set: that ``host:port`` (what ``.ci/run``
+      does), with the files of ``.kafka/sasl-ssl/``.
+    - unset under ``CI=true``: the test FAILS; CI must never skip Kafka tests.
+    - unset elsewhere: the listener of the broker the ``kafka_bootstrap``
+      fixture uses, which must be one ``scripts/kafka.sh`` runs for this checkout.
+    """
+    address = os.environ.get("KUEUESTREAM_KAFKA_SASL_SSL", "").strip()
+    if not address:
+        if os.environ.get("CI", "").strip().lower() == "true":
+            pytest.fail(
+                "KUEUESTREAM_KAFKA_SASL_SSL is not set under CI=true: .ci/run must start Kafka "
+                "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA_SASL_SSL=host:port "
+                "(.kafka/sasl-ssl/bootstrap)",
+                pytrace=False,
+            )
+        request.getfixturevalue("kafka_bootstrap")
+        bootstrap_file = SASL_SSL_DIR / "bootstrap"
+        if not bootstrap_file.is_file():
+            pytest.fail(
+                f"no {bootstrap_file}: the Kafka broker in use has no SASL_SSL listener of this "
+                "checkout (started elsewhere, or by an older scripts/kafka.sh); run "
+                "scripts/kafka.sh stop && scripts/kafka.sh start, or set KUEUESTREAM_KAFKA_SASL_SSL",
+                pytrace=False,
+            )
+        address = bootstrap_file.read_text().strip()
+    missing = [name for name in SASL_SSL_FILES if not (SASL_SSL_DIR / name).is_file()]
+    if missing:
+        pytest.fail(
+            f"{SASL_SSL_DIR} lacks {', '.join(missing)}: scripts/kafka.sh start writes them",
+            pytrace=False,
+        )
+    return SaslSslBroker(
+        bootstrap=address,
+        cafile=SASL_SSL_DIR / "ca.pem",
+        certfile=SASL_SSL_DIR / "client.pem",
+        keyfile=SASL_SSL_DIR / "client.key",
+        username=(SASL_SSL_DIR / "username").read_text().strip(),
+        password_file=SASL_SSL_DIR / "password",
+    )
+
+
+# ============================================================================
+# end of the Kafka over SASL_SSL block
 # ============================================================================

@@ -32,6 +32,8 @@ from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_log import KafkaLog
+from kueuestream.streams.kafka_settings import KafkaSettings
+from kueuestream.streams.kafka_urls import redact_text
 from kueuestream.streams.log import Log, LogError, Record
 from kueuestream.streams.schemas import DecisionRecord
 from kueuestream.streams.topics import partition_for_shard
@@ -44,10 +46,13 @@ def is_kafka(spec: str) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def open_log(spec: str) -> AsyncIterator[Log]:
-    """A log named on the command line: ``kafka://HOST:PORT`` or an embedded log directory."""
+async def open_log(spec: str, kafka_settings: KafkaSettings | None = None) -> AsyncIterator[Log]:
+    """A log named on the command line: ``kafka://HOST:PORT`` or an embedded log directory.
+
+    ``kafka_settings``, when given, is how Kafka is reached (TLS, SASL); else ``spec`` alone.
+    """
     if is_kafka(spec):
-        async with KafkaLog(spec) as kafka:
+        async with KafkaLog(kafka_settings or spec) as kafka:
             yield kafka
         return
     if not Path(spec).is_dir():
@@ -169,8 +174,10 @@ def _key(partition: int, entry: AdmissionEntry) -> FollowUpKey:
     return (partition, entry.origin.stream, entry.origin.offset, entry.origin.index)
 
 
-async def _replay(spec: str, config_path: str | None, out: TextIO, names: TopicNames) -> int:
-    async with open_log(spec) as log:
+async def _replay(
+    spec: str, config_path: str | None, out: TextIO, names: TopicNames, kafka: KafkaSettings | None
+) -> int:
+    async with open_log(spec, kafka) as log:
         lost = log.lost_sync() if isinstance(log, FileLog) else []
         admission = await read_admission(log, names)
         if config_path is not None:
@@ -205,11 +212,22 @@ async def _replay(spec: str, config_path: str | None, out: TextIO, names: TopicN
     return 0
 
 
-def replay(log: str, config_path: str | None = None, *, out: TextIO | None = None, prefix: str = "") -> int:
-    """``kueuestream replay LOG [--config FILE]``: 0 when every decision is reproduced."""
+def replay(
+    log: str,
+    config_path: str | None = None,
+    *,
+    out: TextIO | None = None,
+    prefix: str = "",
+    kafka: KafkaSettings | None = None,
+) -> int:
+    """``kueuestream replay LOG [--config FILE]``: 0 when every decision is reproduced.
+
+    ``kafka`` is how a ``kafka://`` LOG is reached (TLS, SASL); without it, LOG alone.
+    """
     stream = out or sys.stdout
     try:
-        return asyncio.run(_replay(log, config_path, stream, TopicNames(prefix)))
+        return asyncio.run(_replay(log, config_path, stream, TopicNames(prefix), kafka))
     except (LogError, OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        message = kafka.redact(str(exc)) if kafka is not None else redact_text(str(exc))
+        print(f"error: {message}", file=sys.stderr)
         return 2

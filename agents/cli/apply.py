@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.kafka_commands import EXIT_INVALID
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -15,10 +18,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current context)")
     p.add_argument("--broker", required=True, metavar="kafka://HOST:PORT")
     p.add_argument("--topic-prefix", default="")
+    add_kafka_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.kube.apply_service import run_apply
 
-    return run_apply(args.kubeconfig, args.broker, context=args.context, prefix=args.topic_prefix)
+    settings = settings_or_report(args, args.broker)
+    if settings is None:
+        return EXIT_INVALID
+    return run_apply(args.kubeconfig, settings, context=args.context, prefix=args.topic_prefix)

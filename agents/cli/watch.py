@@ -6,6 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.kafka_commands import EXIT_INVALID
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -28,6 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAMESPACE/NAME",
         help="ConfigMap carrying the Kueue Configuration (as kueue-manager-config does), watched",
     )
+    add_kafka_options(p)
     p.set_defaults(func=run)
 
 
@@ -39,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    settings = settings_or_report(args, args.broker)
+    if settings is None:
+        return EXIT_INVALID
     options = WatchOptions(
         kubeconfig=args.kubeconfig,
         context=args.context,
@@ -46,4 +53,4 @@ def run(args: argparse.Namespace) -> int:
         config_file=Path(args.config) if args.config else None,
         config_map=config_map,
     )
-    return run_watch(options, args.broker, prefix=args.topic_prefix)
+    return run_watch(options, settings, prefix=args.topic_prefix)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.kafka_commands import EXIT_INVALID
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("worker", help="a Faust worker on Kafka; any number share the shards")
@@ -23,14 +26,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the watch comes from a cluster (kueuestream watch): its job integration creates the "
         "Workloads and stops the jobs, and kueuestream apply writes the decisions",
     )
+    add_kafka_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.faust_worker.app import run_worker
 
+    settings = settings_or_report(args, args.broker)
+    if settings is None:
+        return EXIT_INVALID
     return run_worker(
-        args.broker,
+        settings,
         app_id=args.app_id,
         prefix=args.topic_prefix,
         datadir=args.datadir,

@@ -59,12 +59,15 @@ from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
 from kueuestream.agents.ingest import IngestHandler
 from kueuestream.agents.ingest_routing import TABLES
+from kueuestream.agents.kafka_commands import run_with_kafka
 from kueuestream.agents.log_entries import CLOCK_TICK, batch_marker, decode_entry
 from kueuestream.agents.outputs import Out, Role
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
-from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url
+from kueuestream.streams.kafka_log import KafkaLog
+from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget, kafka_settings
+from kueuestream.streams.log import LogError
 from kueuestream.streams.schemas import ApplyOutcome
 
 __all__ = ["build_app", "publish_dir", "run_worker"]
@@ -84,10 +87,15 @@ class Runtime:
     """The handlers and the plumbing one worker shares between its agents."""
 
     def __init__(
-        self, app: faust.App, broker: str, names: TopicNames, job_controller: bool, cluster: bool = False
+        self,
+        app: faust.App,
+        settings: KafkaSettings,
+        names: TopicNames,
+        job_controller: bool,
+        cluster: bool = False,
     ) -> None:
         self.app = app
-        self.broker = broker
+        self.settings = settings
         self.names = names
         self.cluster = cluster
         counts = names.partition_counts()
@@ -114,7 +122,7 @@ class Runtime:
 
     async def kafka(self) -> KafkaLog:
         if self._kafka is None:
-            self._kafka = KafkaLog(self.broker, client_id=f"{self.app.conf.id}-side")
+            self._kafka = KafkaLog(self.settings, client_id=f"{self.app.conf.id}-side")
             await self._kafka.start()
         return self._kafka
 
@@ -129,7 +137,7 @@ class Runtime:
     async def producer(self) -> AIOKafkaProducer:
         if self._producer is None:
             producer = AIOKafkaProducer(
-                bootstrap_servers=parse_broker_url(self.broker),
+                **self.settings.client_options(),
                 client_id=f"{self.app.conf.id}-side",
                 enable_idempotence=True,
                 acks="all",
@@ -198,7 +206,7 @@ class Runtime:
             "failed" if writer is not None and writer.failed else "ok",
         )
         await self.forget(partition)
-        writer = DecisionWriter(self.broker, self.app.conf.id, self.names.decisions, partition)
+        writer = DecisionWriter(self.settings, self.app.conf.id, self.names.decisions, partition)
         await writer.start()
         self.writers[partition] = writer
         kafka = await self.kafka()
@@ -345,8 +353,24 @@ class MirroredTable(MutableMapping[str, Any]):
         return len(self.data)
 
 
+def faust_credentials(settings: KafkaSettings) -> Any:
+    """What Faust's ``broker_credentials`` takes for ``settings``: SASL (over TLS or not), TLS, or None."""
+    context = settings.ssl_context()
+    if settings.uses_sasl:
+        assert settings.sasl_password is not None
+        return faust.SASLCredentials(
+            username=settings.sasl_username,
+            password=settings.sasl_password.get_secret_value(),
+            ssl_context=context,
+            mechanism=settings.sasl_mechanism,
+        )
+    if context is not None:
+        return faust.SSLCredentials(context)
+    return None
+
+
 def build_app(
-    broker: str,
+    broker: KafkaTarget,
     *,
     app_id: str = DEFAULT_APP_ID,
     prefix: str = "",
@@ -357,9 +381,12 @@ def build_app(
     cluster: bool = False,
 ) -> tuple[faust.App, Runtime]:
     names = TopicNames(prefix)
+    settings = kafka_settings(broker)
     app = faust.App(
         app_id,
-        broker=";".join(f"kafka://{a}" for a in parse_broker_url(broker)),
+        # Addresses only: the credentials go apart, so no URL Faust shows carries them.
+        broker=";".join(f"kafka://{a}" for a in settings.brokers),
+        broker_credentials=faust_credentials(settings),
         processing_guarantee="exactly_once",
         store="memory://",
         datadir=datadir or str(Path(".kueuestream") / "faust" / app_id),
@@ -377,7 +404,7 @@ def build_app(
         # hold writes of an aborted transaction, which this check would call fatal.
         recovery_consistency_check=False,
     )
-    runtime = Runtime(app, broker, names, job_controller, cluster)
+    runtime = Runtime(app, settings, names, job_controller, cluster)
 
     def topic(name: str, partitions: int) -> Any:
         return app.topic(
@@ -476,13 +503,13 @@ def build_app(
     return app, runtime
 
 
-async def _create_topics(broker: str, names: TopicNames) -> None:
+async def _create_topics(broker: KafkaSettings, names: TopicNames) -> None:
     async with KafkaLog(broker) as kafka:
         await ensure_topics(kafka, names)
 
 
 def run_worker(
-    broker: str,
+    broker: KafkaTarget,
     *,
     app_id: str = DEFAULT_APP_ID,
     prefix: str = "",
@@ -499,13 +526,23 @@ def run_worker(
     for a watch that ``kueuestream watch`` fills from a cluster: ingest runs in
     cluster mode, nothing stands in for the job controller, and there is no
     applier agent, ``kueuestream apply`` writes the decisions to the cluster.
+
+    The worker first connects on its own to create the topics: settings the
+    brokers refuse (a wrong password, an untrusted certificate) end it there,
+    with one line on stderr and exit status 1 (2 for settings that are invalid).
     """
     names = TopicNames(prefix)
-    asyncio.run(_create_topics(broker, names))
-    app, _ = build_app(broker, app_id=app_id, prefix=prefix, datadir=datadir, clock=clock, cluster=cluster)
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
-    try:
-        worker.execute_from_commandline()
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
+
+    def work(settings: KafkaSettings) -> int:
+        asyncio.run(_create_topics(settings, names))
+        app, _ = build_app(
+            settings, app_id=app_id, prefix=prefix, datadir=datadir, clock=clock, cluster=cluster
+        )
+        worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+        try:
+            worker.execute_from_commandline()
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        return 0
+
+    return run_with_kafka(broker, work, (LogError,))

@@ -30,7 +30,7 @@ import logging
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from kueuestream.streams.kafka_log import parse_broker_url
+from kueuestream.streams.kafka_settings import KafkaTarget, kafka_settings
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ class WriterFenced(Exception):
 
 
 class DecisionWriter:
-    def __init__(self, broker: str, app_id: str, topic: str, partition: int) -> None:
-        self.bootstrap = parse_broker_url(broker)
+    def __init__(self, broker: KafkaTarget, app_id: str, topic: str, partition: int) -> None:
+        self.settings = kafka_settings(broker)
         self.topic = topic
         self.partition = partition
         self.transactional_id = f"{app_id}-decisions-{partition}"
@@ -53,7 +53,7 @@ class DecisionWriter:
 
     async def start(self) -> None:
         producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap,
+            **self.settings.client_options(),
             transactional_id=self.transactional_id,
             enable_idempotence=True,
             acks="all",
@@ -67,7 +67,7 @@ class DecisionWriter:
     async def _committed(self) -> int:
         """How many decisions partition p holds (committed ones: aborted ones are not read)."""
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
+            **self.settings.client_options(),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",

@@ -7,11 +7,13 @@ import sys
 from collections.abc import Sequence
 
 from kueuestream.agents.embedded.runtime import now_ms
+from kueuestream.agents.kafka_commands import run_with_kafka
 from kueuestream.agents.sources.manifests import load_paths
 from kueuestream.agents.sources.watch_events import listing_events
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.kafka_log import KafkaLog
+from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget
 from kueuestream.streams.log import LogError
 from kueuestream.streams.schemas import WatchEvent
 
@@ -34,12 +36,12 @@ async def send_watch(kafka: KafkaLog, names: TopicNames, values: Sequence[bytes]
         await kafka.append_many(names.watch, [(b"", v) for v in values], partition=0)
 
 
-async def publish_events(broker: str, events: Sequence[WatchEvent], *, prefix: str = "") -> None:
+async def publish_events(broker: KafkaTarget, events: Sequence[WatchEvent], *, prefix: str = "") -> None:
     async with KafkaLog(broker) as kafka:
         await send_watch(kafka, TopicNames(prefix), [codec.encode(e) for e in events])
 
 
-def publish_dir(directory: str, broker: str, *, prefix: str = "") -> int:
+def publish_dir(directory: str, broker: KafkaTarget, *, prefix: str = "") -> int:
     """Send every manifest under ``directory`` as one batch of ADDED watch events; 0 on success."""
     loaded = load_paths([directory])
     for problem in loaded.errors:
@@ -47,11 +49,14 @@ def publish_dir(directory: str, broker: str, *, prefix: str = "") -> int:
     events, problems = listing_events([doc.manifest for doc in loaded.docs], now_ms())
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
-    try:
-        asyncio.run(publish_events(broker, events, prefix=prefix))
-    except (LogError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+
+    def send(settings: KafkaSettings) -> int:
+        asyncio.run(publish_events(settings, events, prefix=prefix))
+        return 0
+
+    status = run_with_kafka(broker, send, (LogError, ValueError))
+    if status:
+        return status
     objects = sum(1 for e in events if e.kind != "WatchBatch")
     print(f"published {objects} objects to {TopicNames(prefix).watch}")
     return 1 if loaded.errors or problems else 0

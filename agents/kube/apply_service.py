@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kueuestream.agents.faust_worker.publish import ensure_topics
+from kueuestream.agents.kafka_commands import report_invalid
 from kueuestream.agents.kube.api_calls import explain
 from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConfigError, KubeConnection, connect
 from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
@@ -31,7 +32,8 @@ from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
-from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url
+from kueuestream.streams.kafka_log import KafkaLog
+from kueuestream.streams.kafka_settings import KafkaSettings, KafkaSettingsError, KafkaTarget, kafka_settings
 from kueuestream.streams.log import Log, LogError
 from kueuestream.streams.schemas import AppliedRecord, DecisionRecord
 from kueuestream.streams.topics import decision_key, partition_for_key
@@ -56,7 +58,9 @@ async def _read_all(log: Log, topic: str) -> tuple[list[bytes], dict[int, int]]:
 class KafkaApplier:
     """A :class:`ClusterSide` between Kafka topics and a cluster."""
 
-    def __init__(self, conn: KubeConnection, kafka: KafkaLog, broker: str, names: TopicNames) -> None:
+    def __init__(
+        self, conn: KubeConnection, kafka: KafkaLog, broker: KafkaSettings, names: TopicNames
+    ) -> None:
         self.conn = conn
         self.kafka = kafka
         self.broker = broker
@@ -100,7 +104,7 @@ class KafkaApplier:
     async def follow(self) -> None:
         """Hand new watch events and decisions on as they are committed, until cancelled."""
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=parse_broker_url(self.broker),
+            **self.broker.client_options(),
             group_id=None,
             enable_auto_commit=False,
             isolation_level="read_committed",
@@ -138,7 +142,9 @@ class KafkaApplier:
             await self.flush()
 
 
-async def _serve(kubeconfig: str, context: str | None, broker: str, prefix: str, out: TextIO) -> int:
+async def _serve(
+    kubeconfig: str, context: str | None, broker: KafkaSettings, prefix: str, out: TextIO
+) -> int:
     names = TopicNames(prefix)
     async with await connect(kubeconfig, context) as conn, KafkaLog(broker) as kafka:
         applier = KafkaApplier(conn, kafka, broker, names)
@@ -189,12 +195,22 @@ def _on_signals(cancels: list[Callable[[], object]]) -> Callable[[], None]:
 
 
 def run_apply(
-    kubeconfig: str, broker: str, *, context: str | None = None, prefix: str = "", out: TextIO | None = None
+    kubeconfig: str,
+    broker: KafkaTarget,
+    *,
+    context: str | None = None,
+    prefix: str = "",
+    out: TextIO | None = None,
 ) -> int:
     """``kueuestream apply``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
     try:
+        settings = kafka_settings(broker)
+    except KafkaSettingsError as exc:
+        report_invalid(exc)
+        return EXIT_USAGE
+    try:
         with contextlib.suppress(asyncio.CancelledError):
-            return asyncio.run(_serve(kubeconfig, context, broker, prefix, out or sys.stdout))
+            return asyncio.run(_serve(kubeconfig, context, settings, prefix, out or sys.stdout))
         return 0
     except KubeConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -203,5 +219,5 @@ def run_apply(
         print(f"error: {explain(exc)}", file=sys.stderr)
         return 1
     except LogError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ from typing import TextIO
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kueuestream.agents.faust_worker.publish import ensure_topics
+from kueuestream.agents.kafka_commands import report_invalid
 from kueuestream.agents.kube.api_calls import explain
 from kueuestream.agents.kube.client import KubeConfigError, KubeConnection, connect
 from kueuestream.agents.kube.config_file import ConfigFileError, config_file_event
@@ -28,6 +29,7 @@ from kueuestream.agents.kube.watch_ledger import ledger_from_log
 from kueuestream.agents.kube.watcher import MissingKinds, Watcher, wall_clock_ms
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.kafka_log import KafkaLog
+from kueuestream.streams.kafka_settings import KafkaSettings, KafkaSettingsError, KafkaTarget, kafka_settings
 from kueuestream.streams.log import Log, LogError
 
 EXIT_USAGE = 2
@@ -64,7 +66,7 @@ async def start_watcher(conn: KubeConnection, log: Log, names: TopicNames, optio
     return Watcher(conn, sink, ledger, kinds_to_watch(options.config_map))
 
 
-async def _serve(options: WatchOptions, broker: str, prefix: str, out: TextIO) -> int:
+async def _serve(options: WatchOptions, broker: KafkaSettings, prefix: str, out: TextIO) -> int:
     names = TopicNames(prefix)
     async with await connect(options.kubeconfig, options.context) as conn, KafkaLog(broker) as kafka:
         await ensure_topics(kafka, names)
@@ -111,10 +113,17 @@ def _on_signals(cancel: Callable[[], object]) -> Callable[[], None]:
     return remove
 
 
-def run_watch(options: WatchOptions, broker: str, *, prefix: str = "", out: TextIO | None = None) -> int:
+def run_watch(
+    options: WatchOptions, broker: KafkaTarget, *, prefix: str = "", out: TextIO | None = None
+) -> int:
     """``kueuestream watch``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
     try:
-        return asyncio.run(_serve(options, broker, prefix, out or sys.stdout))
+        settings = kafka_settings(broker)
+    except KafkaSettingsError as exc:
+        report_invalid(exc)
+        return EXIT_USAGE
+    try:
+        return asyncio.run(_serve(options, settings, prefix, out or sys.stdout))
     except (KubeConfigError, ConfigFileError, MissingKinds) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -122,5 +131,5 @@ def run_watch(options: WatchOptions, broker: str, *, prefix: str = "", out: Text
         print(f"error: {explain(exc)}", file=sys.stderr)
         return 1
     except LogError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
         return 1

@@ -24,6 +24,7 @@ from kueuestream.agents.sources.watch_events import as_batch, identify, watch_ev
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_log import KafkaLog
+from kueuestream.streams.kafka_settings import KafkaTarget
 from kueuestream.streams.log import Position, Record
 from kueuestream.streams.schemas import DecisionRecord, WatchEventType
 
@@ -75,12 +76,16 @@ class EmbeddedSimPipeline(_Driver):
 class _SyncKafkaLog:
     """KafkaLog's async calls made synchronous on a private event-loop thread."""
 
-    def __init__(self, broker: str) -> None:
+    def __init__(self, broker: KafkaTarget) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._log = KafkaLog(broker)
-        self._run(self._log.start())
+        try:
+            self._run(self._log.start())
+        except BaseException:
+            self._stop_loop()
+            raise
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -111,13 +116,25 @@ class _SyncKafkaLog:
         try:
             self._run(self._log.close())
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
 
 
 class KafkaSimPipeline(_Driver):
     """Over topics of a real Kafka broker, named apart so runs never mix."""
 
-    def __init__(self, broker: str) -> None:
+    def __init__(self, broker: KafkaTarget) -> None:
         self.prefix = f"sim-{uuid.uuid4().hex[:8]}."
-        super().__init__(_SyncKafkaLog(broker), TopicNames(self.prefix))
+        names = TopicNames(self.prefix)
+        log = _SyncKafkaLog(broker)
+        # Kafka knows the partition counts of the bare topic names only: create the prefixed ones first.
+        try:
+            for topic, count in names.partition_counts().items():
+                log.ensure_topic_sync(topic, count)
+        except BaseException:
+            log.close_sync()
+            raise
+        super().__init__(log, names)

@@ -59,7 +59,8 @@ def test_a_worker_that_exits_while_starting_fails_the_wait_with_its_log(tmp_path
     workers = WorkerProcesses("kafka://", 1, tmp_path, app_id="ks-broken", topic_prefix="t.", clock=False)
     workers.start(0)
     try:
-        with pytest.raises(WorkerStartError, match=r"^worker 0 of ks-broken exited with code 1:") as failed:
+        # A broker URL that does not parse is a usage error: exit 2, one line.
+        with pytest.raises(WorkerStartError, match=r"^worker 0 of ks-broken exited with code 2:") as failed:
             workers.wait_settled(timeout=120)
         assert "broker URL 'kafka://'" in str(failed.value)
         assert workers.alive() == []
