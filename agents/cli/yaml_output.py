@@ -38,8 +38,12 @@ _SEQ = "tag:yaml.org,2002:seq"
 
 # Strings PyYAML writes plain when they read back as strings: no indicator at
 # the start, none inside that matters in block context (",?[]{}" only matter in
-# flow context), no space at either end, nothing outside printable ASCII.
-_PLAIN = re.compile(r"[A-Za-z0-9_(./][A-Za-z0-9_./()=+;~,?\[\]{}-]*(?: [A-Za-z0-9_./()=+;~,?\[\]{}-]+)*")
+# flow context, and so does ":" unless a space or the end follows it, as in
+# image references), no space at either end, nothing outside printable ASCII.
+_PLAIN = re.compile(
+    r"[A-Za-z0-9_(./](?:[A-Za-z0-9_./()=+;~,?\[\]{}-]|:(?! |$))*"
+    r"(?: (?:[A-Za-z0-9_./()=+;~,?\[\]{}-]|:(?! |$))+)*"
+)
 # Strings PyYAML writes single-quoted whenever it does not write them plain.
 _SINGLE = re.compile(r"[\x20-\x7e]+")
 # What keeps a one-line printable string from being plain in block context.
