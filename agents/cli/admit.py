@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from kueuestream.agents.cli.collector import without_cyclic_gc
 from kueuestream.agents.cli.common import EXIT_INVALID, dump, load_checked
 from kueuestream.agents.sources.manifests import LoadedDoc
 
@@ -15,7 +16,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("admit", help="admit the Workloads in Kueue manifests and print their status")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML/JSON manifests")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
-    p.set_defaults(func=run)
+    p.set_defaults(func=without_cyclic_gc(run))
 
 
 def _handed_over(docs: list[LoadedDoc]) -> Iterator[Any]:
