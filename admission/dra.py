@@ -441,6 +441,8 @@ class DraState:
 
     def count(self, wl: Workload, config: Configuration) -> Counted:
         """Per pod set, the logical resources one pod's claims add; or why they cannot be counted."""
+        if not any(ps.template.spec.resource_claims for ps in wl.spec.pod_sets):
+            return Counted({}, "")
         mapping: dict[str, str] = {}
         for m in config.resources.device_class_mappings:
             for cls in m.device_class_names:

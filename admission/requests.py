@@ -22,7 +22,9 @@ def _container_requests(container: Container) -> _Exact:
 
 def _add(into: _Exact, other: Mapping[str, Fraction]) -> None:
     for name, value in other.items():
-        into[name] = into.get(name, Fraction(0)) + value
+        # Fraction arithmetic is slow: the first amount of a resource is taken as it is.
+        before = into.get(name)
+        into[name] = value if before is None else before + value
 
 
 def _max(into: _Exact, other: Mapping[str, Fraction]) -> None:
@@ -42,6 +44,8 @@ def pod_requests(spec: PodSpec) -> Amounts:
     total: _Exact = {}
     for container in spec.containers:
         _add(total, _container_requests(container))
+    if not spec.init_containers and not spec.overhead:
+        return {name: max(0, resource_value(name, Quantity(value))) for name, value in total.items()}
     sidecars: _Exact = {}
     init_peak: _Exact = {}
     for container in spec.init_containers:

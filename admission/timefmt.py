@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 
 
+# Statuses carry the same few event times again and again.
+@lru_cache(maxsize=4096)
 def rfc3339(time_ms: int) -> str:
     return datetime.fromtimestamp(time_ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

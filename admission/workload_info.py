@@ -81,4 +81,6 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
 
 def _constraints(spec: PodSpec) -> str:
     """What of a pod spec decides which flavors may take it, as comparable text."""
+    if not spec.node_selector and spec.affinity is None and not spec.tolerations:
+        return ""  # no constraint at all, the common case; never the text of any other
     return spec.model_dump_json(include={"node_selector", "affinity", "tolerations"})
