@@ -47,7 +47,8 @@ _PLAIN = re.compile(
 # Strings PyYAML writes single-quoted whenever it does not write them plain.
 _SINGLE = re.compile(r"[\x20-\x7e]+")
 # What keeps a one-line printable string from being plain in block context.
-_NOT_PLAIN = re.compile(r"^[,\[\]{}#&*!|>'\"%@`]|^[-?:](?: |$)|: |:$| #|^ | $")
+# A leading "---" or "..." would read as a document marker.
+_NOT_PLAIN = re.compile(r"^[,\[\]{}#&*!|>'\"%@`]|^[-?:](?: |$)|^---|^\.\.\.|: |:$| #|^ | $")
 # Longer keys are written as "? key" by PyYAML; longer strings may be folded.
 _MAX_KEY = 100
 _MAX_STRING = 100_000
@@ -60,7 +61,7 @@ class _Unsure(Exception):
 def _scalar(value: str) -> str:
     if len(value) > _MAX_STRING:
         raise _Unsure(value)
-    if _PLAIN.fullmatch(value):
+    if _PLAIN.fullmatch(value) and not value.startswith("..."):
         if cached_resolve(_RESOLVER, ScalarNode, value, (True, False)) == _STR:
             return value
         return f"'{value}'"
