@@ -54,11 +54,26 @@ _MAX_KEY = 100
 _MAX_STRING = 100_000
 
 
+# What _scalar wrote for each string so far, up to this many strings.
+_SCALAR_TEXT: dict[str, str] = {}
+_SCALAR_TEXT_MAX = 100_000
+
+
 class _Unsure(Exception):
     """A value whose exact PyYAML text this module does not produce."""
 
 
 def _scalar(value: str) -> str:
+    # Keys, kinds, reasons and messages repeat in every item of a listing.
+    text = _SCALAR_TEXT.get(value)
+    if text is None:
+        text = _scalar_text(value)
+        if len(_SCALAR_TEXT) < _SCALAR_TEXT_MAX:
+            _SCALAR_TEXT[value] = text
+    return text
+
+
+def _scalar_text(value: str) -> str:
     if len(value) > _MAX_STRING:
         raise _Unsure(value)
     if _PLAIN.fullmatch(value) and not value.startswith("..."):
