@@ -231,6 +231,8 @@ def _uses_binary_si(resource_name: str) -> bool:
     return resource_name in ("memory", "ephemeral-storage") or resource_name.startswith("hugepages-")
 
 
+# Every admitted Workload's status prints its usage; the same amounts come back again and again.
+@lru_cache(maxsize=8192)
 def resource_quantity(resource_name: str, value: int) -> str:
     """The quantity Kueue writes back for an int64 amount (pkg/resources ResourceQuantity)."""
     if resource_name == "cpu":
