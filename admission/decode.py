@@ -6,11 +6,13 @@ becomes a :class:`FieldError` naming the field and what would be accepted.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
+import orjson
 from pydantic import AliasChoices, BaseModel, ValidationError
 
 from kueuestream.admission import dra
@@ -242,7 +244,37 @@ def is_relevant(manifest: Any) -> bool:
     return kind in KINDS or _kind_problem(kind, api_version) is not None
 
 
+# The embedded pipeline decodes every manifest twice in a row: ingest validates
+# and routes it, then its shard's engine takes it in. The last few outcomes are
+# kept, keyed by the manifest's exact JSON text. Values orjson would write like
+# another's (NaN as null, a datetime or a subclass as its plain form) make
+# orjson refuse or put "null" in the text, and are not kept.
+_RECENT_MAX = 64
+_KEY_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+_recent: OrderedDict[bytes, Decoded] = OrderedDict()
+
+
 def decode(manifest: Any) -> Decoded:
+    """The manifest's object, or the errors that keep it out (a fresh :class:`Decoded` each call)."""
+    try:
+        key = orjson.dumps(manifest, option=_KEY_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError: a value it does not write as JSON itself
+        return _decode(manifest)
+    if b"null" in key:
+        return _decode(manifest)
+    known = _recent.get(key)
+    if known is None:
+        known = _decode(manifest)
+        _recent[key] = known
+        if len(_recent) > _RECENT_MAX:
+            _recent.popitem(last=False)
+    # The object is frozen and shared; the lists a caller may change are its own.
+    return replace(known, errors=list(known.errors), warnings=list(known.warnings))
+
+
+def _decode(manifest: Any) -> Decoded:
     if not isinstance(manifest, Mapping):
         return Decoded(
             "", "", "", errors=[FieldError("", "a manifest must be a mapping with apiVersion and kind")]
@@ -274,7 +306,7 @@ def decode(manifest: Any) -> Decoded:
                 name,
                 errors=[*outer, FieldError(f"data[{key}]", "is not valid YAML")],
             )
-        decoded = decode(inner)
+        decoded = _decode(inner)
         prefix = f"data[{key}]"
         decoded.errors = outer + [
             FieldError(f"{prefix}.{e.path}" if e.path else prefix, e.message) for e in decoded.errors

@@ -1,0 +1,52 @@
+"""A manifest decoded again right after is not validated twice, and no caller sees another's changes.
+
+The embedded pipeline decodes each manifest in ingest and again in its shard's
+engine; the second time reuses the first outcome only for exactly the same input.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import pytest
+
+from kueuestream.admission.decode import decode
+from kueuestream.admission.errors import FieldError
+from tests.helpers import workload_manifest
+
+
+def _workload(count: Any = 1) -> dict[str, Any]:
+    manifest = workload_manifest("train", "lq", {"cpu": "1"}, namespace="team-a")
+    manifest["spec"]["podSets"][0]["count"] = count
+    return manifest
+
+
+def test_the_same_manifest_again_shares_its_object_but_not_its_lists() -> None:
+    first = decode(_workload())
+    again = decode(copy.deepcopy(_workload()))
+    assert first.obj is not None
+    assert again.obj is first.obj
+    first.errors.append(FieldError("spec", "added by one caller"))
+    first.warnings.append("added by one caller")
+    third = decode(_workload())
+    assert (third.errors, third.warnings) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("count", "message"),
+    [
+        (True, "expected an integer, got bool True"),
+        (None, "expected an integer, got None"),
+        (math.nan, "Input should be a finite number"),
+    ],
+)
+def test_a_manifest_that_differs_only_in_a_type_is_decoded_on_its_own(count: Any, message: str) -> None:
+    """``true`` equals ``1`` in Python and orjson writes NaN as None: each gets its own error."""
+    assert decode(_workload(1)).errors == []
+    assert [(e.path, e.message) for e in decode(_workload(count)).errors] == [
+        ("spec.podSets[0].count", message)
+    ]
+    # And in the other order: an invalid one first does not spoil the valid one.
+    assert decode(_workload(1)).obj is not None
