@@ -86,6 +86,9 @@ class Lifecycle:
         )
         self.cache.workloads[key] = rec
         rec.checks = ac.from_status(wl.status.admission_checks, parse_rfc3339, self.now_ms)
+        evicted = conditions.get(EVICTED)
+        # Rejected by a check before (a restart, a shard handover): it stays deactivated.
+        rec.check_rejected = evicted is not None and evicted.reason == DEACTIVATED_BY_CHECK
         requeue_at = wl.status.requeue_state.requeue_at if wl.status.requeue_state else None
         rec.requeue_at_ms = parse_rfc3339(requeue_at) if requeue_at else None
         admission = wl.status.admission

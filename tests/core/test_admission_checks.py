@@ -419,3 +419,39 @@ def test_invalid_checks_are_refused_with_the_field_and_the_rule() -> None:
     assert messages["a"] == "spec.controllerName: must not be empty"
     assert messages["b"] == "spec.parameters.kind: required field is missing"
     assert messages["w"] == "status.admissionChecks[1].name: AdmissionCheck 'p' is listed more than once"
+
+
+def test_a_restart_keeps_a_rejected_workload_deactivated_and_a_backoff_running() -> None:
+    """What the status says survives a restart or a shard handover: the eviction by a Rejected
+    check (Kueue leaves spec.active false) and status.requeueState.requeueAt (backoffWaitingTimeExpired)."""
+
+    def with_status(name: str, status: dict[str, Any]) -> Manifest:
+        return {**wl(name, cpu=1), "status": status}
+
+    def condition(type_: str, status: str, reason: str) -> dict[str, Any]:
+        return {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": "",
+            "lastTransitionTime": rfc3339(T0),
+        }
+
+    rejected = with_status(
+        "rejected",
+        {"conditions": [condition("Evicted", "True", "DeactivatedDueToAdmissionCheck")]},
+    )
+    backing_off = with_status(
+        "backing-off",
+        {
+            "conditions": [condition("Requeued", "False", "AdmissionCheck")],
+            "requeueState": {"requeueAt": rfc3339(T0 + 30_000)},
+        },
+    )
+    engine, _ = _engine_with([check("prov"), *queue([{"name": "prov"}]), rejected, backing_off])
+    assert _cond(_status(engine, "rejected"), "QuotaReserved")[:2] == ("False", "Inadmissible")
+    assert [c["type"] for c in _status(engine, "backing-off")["conditions"]] == ["Requeued"]
+    assert engine.next_wakeup_ms() == T0 + 30_000
+    engine.apply(Event(EventType.TICK, T0 + 30_000))
+    assert _cond(_status(engine, "backing-off"), "QuotaReserved")[0] == "True"
+    assert _cond(_status(engine, "rejected"), "QuotaReserved")[0] == "False"
