@@ -243,12 +243,23 @@ class Lifecycle:
         self.queues.push(rec, cq.name, stated=rec.conditions.get(QUOTA_RESERVED) is not None)
 
     def place_pending(self) -> None:
-        """Queue every pending workload again, by key (after the quota tree was rebuilt)."""
+        """Queue every pending workload again, by key (after the quota tree was rebuilt).
+
+        A workload holding quota has its checks synced with its ClusterQueue's,
+        which may have changed, and is admitted if every remaining one is Ready.
+        """
         workloads = self.cache.workloads
+        cqs = self.cache.cqs
         for key in sorted(workloads):
             rec = workloads[key]
             if rec.phase == Phase.PENDING:
                 self.place(rec)
+            elif rec.phase == Phase.ADMITTED and not rec.evicting:
+                cq = cqs.get(rec.cluster_queue)
+                if cq is not None and (cq.checks or rec.checks):
+                    assigned = frozenset(f for psa in rec.assignment for f in psa.flavors.values())
+                    self._sync_checks(rec, cq, assigned)
+                    self._check_outcome(rec)
 
     def _inadmissible(self, rec: WorkloadRecord, message: str) -> None:
         rec.cluster_queue = ""

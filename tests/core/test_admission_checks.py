@@ -455,3 +455,22 @@ def test_a_restart_keeps_a_rejected_workload_deactivated_and_a_backoff_running()
     engine.apply(Event(EventType.TICK, T0 + 30_000))
     assert _cond(_status(engine, "backing-off"), "QuotaReserved")[0] == "True"
     assert _cond(_status(engine, "rejected"), "QuotaReserved")[0] == "False"
+
+
+def test_a_check_taken_off_the_cluster_queue_no_longer_holds_back_its_workloads() -> None:
+    """The workload controller syncs a reserved workload's checks with its ClusterQueue's
+    (syncAdmissionCheckConditions); with the one Pending check gone, SyncAdmittedCondition admits."""
+    r = loaded([check("prov"), check("quota-ok"), *queue([{"name": "prov"}, {"name": "quota-ok"}]), wl("a")])
+    r.tick()
+    r.apply(
+        Event(
+            EventType.UPSERT,
+            r.time_ms,
+            manifest=reported(wl("a"), r.time_ms, ("quota-ok", "Ready", "", None)),
+        )
+    )
+    assert cond(r, "a", "Admitted")[0] == "False"
+    r.tick()
+    r.apply(Event(EventType.UPSERT, r.time_ms, manifest=queue([{"name": "quota-ok"}])[2]))
+    assert checks(r, "a") == [("quota-ok", "Ready")]
+    assert cond(r, "a", "Admitted")[0] == "True"
