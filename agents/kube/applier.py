@@ -7,7 +7,12 @@ it was computed from, so a write never lands on a version it has not seen:
 
 - The conditions the decision names replace those of the same type; any
   other condition (one another controller set) is kept where it is.
-  ``status.admission`` is set, or removed when the decision has none.
+  ``status.admission`` and ``status.requeueState`` are set, or removed when
+  the decision has none.
+- ``status.admissionChecks`` becomes the checks the decision lists, each the
+  decision's entry unless the live one has another state and a transition
+  time no older than the decision's: that state is a check controller's the
+  engine has not seen yet, and it is kept.
 - When the object already has that status, nothing is written (``Unchanged``).
 - On 409 Conflict the object is read again and the decision re-applied to
   it, but only while it is still the newest decision the applier has for that
@@ -36,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kueuestream.admission.events import Action
+from kueuestream.admission.timefmt import parse_rfc3339
 from kueuestream.agents.kube.cache import Key, ObjectCache, resource_version
 from kueuestream.agents.kube.rest import (
     CLUSTER_QUEUES,
@@ -69,7 +75,33 @@ def merged_status(live: Manifest, decided: Manifest) -> Manifest:
     conditions = [by_type.get(c.get("type"), c) for c in live_conditions]
     present = {c.get("type") for c in live_conditions}
     conditions += [c for c in decided_conditions if c.get("type") not in present]
-    return {"admission": decided.get("admission"), "conditions": conditions}
+    return {
+        "admission": decided.get("admission"),
+        "conditions": conditions,
+        "requeueState": decided.get("requeueState"),
+        "admissionChecks": _merged_checks(live.get("admissionChecks"), decided.get("admissionChecks"))
+        or None,
+    }
+
+
+def _merged_checks(live: Any, decided: Any) -> list[Manifest]:
+    """The decided check states, but where a controller wrote a newer state since, that one."""
+    live_by_name = {c.get("name"): c for c in live or [] if isinstance(c, dict)}
+    out: list[Manifest] = []
+    for entry in decided or []:
+        current = live_by_name.get(entry.get("name"))
+        newer = (
+            current is not None
+            and current.get("state") != entry.get("state")
+            and _time(current.get("lastTransitionTime")) >= _time(entry.get("lastTransitionTime"))
+        )
+        out.append(current if newer and current is not None else entry)
+    return out
+
+
+def _time(value: Any) -> int:
+    when = parse_rfc3339(value) if isinstance(value, str) else None
+    return -1 if when is None else when
 
 
 def has_status(live: Manifest, wanted: Manifest) -> bool:
