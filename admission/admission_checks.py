@@ -14,7 +14,7 @@ engine already holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kueuestream.admission.api.kueue import AdmissionCheckState, ClusterQueueSpec
@@ -43,6 +43,7 @@ class CheckState:
     message: str = ""
     requeue_after_seconds: int | None = None
     retry_count: int | None = None
+    pod_set_updates: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -55,6 +56,8 @@ class CheckState:
             out["requeueAfterSeconds"] = self.requeue_after_seconds
         if self.retry_count is not None:
             out["retryCount"] = self.retry_count
+        if self.pod_set_updates:
+            out["podSetUpdates"] = self.pod_set_updates
         return out
 
 
@@ -114,6 +117,7 @@ def from_status(
                 s.message,
                 s.requeue_after_seconds,
                 s.retry_count,
+                list(s.pod_set_updates),
             )
         )
     return sorted(out, key=lambda c: c.name)
@@ -128,8 +132,8 @@ def take_reported(
     """Take the states the checks' controllers wrote; True when one changed.
 
     Like Kueue's ``SetAdmissionCheckState``: a new state moves the transition
-    time (to the one reported, else now), and the message and requeue delay are
-    the controller's. A report for a check the Workload does not need is
+    time (to the one reported, else now), and the message, requeue delay and pod
+    set updates are the controller's. A report for a check the Workload does not need is
     ignored, and so is one whose transition time is older (by the second, as
     the API keeps it) than the state held: it is a stale copy of an earlier
     status, such as the echo of a status written before an eviction reset the
@@ -144,10 +148,11 @@ def take_reported(
         when = parse_time(s.last_transition_time) if s.last_transition_time else None
         if when is not None and when < held.time_ms - held.time_ms % 1000:
             continue
-        if (s.state, s.message, s.requeue_after_seconds) == (
+        if (s.state, s.message, s.requeue_after_seconds, s.pod_set_updates) == (
             held.state,
             held.message,
             held.requeue_after_seconds,
+            held.pod_set_updates,
         ):
             continue
         if s.state != held.state:
@@ -155,6 +160,7 @@ def take_reported(
             held.time_ms = now_ms if when is None else when
         held.message = s.message
         held.requeue_after_seconds = s.requeue_after_seconds
+        held.pod_set_updates = list(s.pod_set_updates)
         changed = True
     return changed
 
@@ -194,5 +200,6 @@ def reset_on_eviction(checks: list[CheckState], now_ms: int) -> None:
         # Only a Retry is counted; any other state leaves no count behind.
         c.retry_count = (c.retry_count or 0) + 1 if c.state == RETRY else None
         c.message = f"Reset to Pending after eviction. Previously: {c.state}"
+        c.pod_set_updates = []
         c.state = PENDING
         c.time_ms = now_ms

@@ -214,6 +214,9 @@ class AdmissionCheckState(ApiModel):
     message: Str = ""
     requeue_after_seconds: Int | None = None
     retry_count: Int | None = None
+    # What the check's controller adds to each pod set's pods (name, labels, annotations,
+    # nodeSelector, tolerations): applied by the job integration, kept as written.
+    pod_set_updates: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class RequeueState(ApiModel):

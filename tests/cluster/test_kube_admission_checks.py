@@ -38,7 +38,8 @@ def now() -> str:
 
 async def test_a_job_starts_only_once_its_admission_check_is_ready(kube_config: str, tmp_path: Path) -> None:
     """Scheduler.prepareWorkload reserves quota; SyncAdmittedCondition admits once the check is
-    Ready; the job integration starts the Job only when the Workload is Admitted."""
+    Ready; the job integration starts the Job only when the Workload is Admitted, with the
+    check's podSetUpdates (getPodSetsInfoFromStatus)."""
     async with cluster(kube_config) as rig:
         ns = await rig.namespace("checks")
         suffix = ns.rsplit("-", 1)[1]
@@ -85,7 +86,14 @@ async def test_a_job_starts_only_once_its_admission_check_is_ready(kube_config: 
             assert (await rig.read_job(job))["spec"]["suspend"] is True
 
             # The check's controller books the capacity.
-            ready = {"name": check, "state": "Ready", "message": "booked", "lastTransitionTime": now()}
+            update = {"name": "main", "nodeSelector": {"booked": suffix}}
+            ready = {
+                "name": check,
+                "state": "Ready",
+                "message": "booked",
+                "lastTransitionTime": now(),
+                "podSetUpdates": [update],
+            }
             name = workload["metadata"]["name"]
             await rig.api.patch(
                 WORKLOADS, ns, name, {"status": {"admissionChecks": [ready]}}, subresource="status"
@@ -99,5 +107,9 @@ async def test_a_job_starts_only_once_its_admission_check_is_ready(kube_config: 
             assert is_true(final, "Admitted")
             assert final is not None
             assert [(c["name"], c["state"]) for c in final["status"]["admissionChecks"]] == [(check, "Ready")]
+            # What the check's controller asked for is in the started pods' template.
+            assert final["status"]["admissionChecks"][0]["podSetUpdates"] == [update]
+            pod = (await rig.read_job(job))["spec"]["template"]["spec"]
+            assert pod["nodeSelector"] == {"pool": suffix, "booked": suffix}
         finally:
             await running.stop()

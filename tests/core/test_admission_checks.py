@@ -474,3 +474,23 @@ def test_a_check_taken_off_the_cluster_queue_no_longer_holds_back_its_workloads(
     r.apply(Event(EventType.UPSERT, r.time_ms, manifest=queue([{"name": "quota-ok"}])[2]))
     assert checks(r, "a") == [("quota-ok", "Ready")]
     assert cond(r, "a", "Admitted")[0] == "True"
+
+
+def test_pod_set_updates_are_kept_as_reported_and_dropped_on_eviction() -> None:
+    """SetAdmissionCheckState takes the controller's podSetUpdates; resetChecksOnEviction drops them."""
+    r = loaded([check("prov"), *queue([{"name": "prov"}]), wl("a")])
+    r.tick()
+    report = reported(wl("a"), r.time_ms, ("prov", "Ready", "", None))
+    update = {
+        "name": "main",
+        "nodeSelector": {"pool": "reserved"},
+        "tolerations": [{"key": "r", "tolerationSeconds": 5}],
+    }
+    report["status"]["admissionChecks"][0]["podSetUpdates"] = [update]
+    r.apply(Event(EventType.UPSERT, r.time_ms, manifest=report))
+    assert r.status("a")["admissionChecks"][0]["podSetUpdates"] == [update]
+    r.tick()
+    r.apply(
+        Event(EventType.UPSERT, r.time_ms, manifest=reported(wl("a"), r.time_ms, ("prov", "Retry", "", None)))
+    )
+    assert "podSetUpdates" not in r.status("a")["admissionChecks"][0]
