@@ -7,10 +7,15 @@ workload controller's reconcileCheckBasedEviction.
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
 
+from kueuestream.admission.timefmt import rfc3339
+from kueuestream.agents.audit.replay import replay
 from kueuestream.agents.embedded.memory_log import MemoryLog
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
+from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.schemas import WatchEventType
 from tests.helpers import NS, cpu_queue, cpu_workload, moving_cluster
 from tests.pipeline.checks import assert_usage_consistent, engines
@@ -65,3 +70,44 @@ def test_a_ready_check_arriving_after_a_handover_admits_in_the_new_tree() -> Non
         assert [(c["name"], c["state"]) for c in status["admissionChecks"]] == [("capacity", "Ready")]
         assert next(c for c in status["conditions"] if c["type"] == "Admitted")["status"] == "True"
     assert assert_usage_consistent(pipeline)["a2"] == {("default", "cpu"): 6000}
+
+
+def report(manifest: dict[str, Any], state: str, when: str, requeue: int | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": "capacity",
+        "state": state,
+        "message": state.lower(),
+        "lastTransitionTime": when,
+    }
+    if requeue is not None:
+        entry["requeueAfterSeconds"] = requeue
+    return {**manifest, "status": {"admissionChecks": [entry]}}
+
+
+def test_retries_backoffs_and_rejections_replay_byte_for_byte(tmp_path: Path) -> None:
+    """Check states, evictions, the backoff's clock ticks and the deactivation are all in the log:
+    replaying it reproduces every decision (reconcileCheckBasedEviction, backoffWaitingTimeExpired)."""
+    cluster = moving_cluster(borrowing=None)
+    cluster[4] = checked(cpu_queue("a2", 6, "a", borrowing=0))
+    stream = Stream()
+    stream.listing([CHECK, *cluster])
+    for name in ("retried", "rejected"):
+        stream.event(cpu_workload(name, "lq-a2", 3))
+    when = rfc3339(stream.time_ms)
+    stream.event(report(cpu_workload("retried", "lq-a2", 3), "Retry", when, 30), WatchEventType.MODIFIED)
+    stream.event(report(cpu_workload("rejected", "lq-a2", 3), "Rejected", when), WatchEventType.MODIFIED)
+    with FileLog(tmp_path / "log") as log:
+        run_steps(EmbeddedPipeline(log), stream.steps)
+        seen = [(d.ref.name, d.action.value) for part in decisions(log) for d in part]
+    # Queued with its check listed, reserved, evicted by the Retry, requeued after 30 s, reserved again.
+    assert [a for n, a in seen if n == "retried"] == [
+        "Pending",
+        "QuotaReserved",
+        "Evicted",
+        "Requeued",
+        "QuotaReserved",
+    ]
+    # Rejected: evicted, and pending as deactivated for good.
+    assert [a for n, a in seen if n == "rejected"] == ["Pending", "QuotaReserved", "Evicted", "Pending"]
+    out = io.StringIO()
+    assert replay(str(tmp_path / "log"), out=out) == 0, out.getvalue()
