@@ -53,6 +53,15 @@ MSG_DEACTIVATED = "The workload is deactivated"
 # Kueue's Evicted reasons for admission checks: a Retry, and a Rejected (which deactivates).
 EVICTED_BY_CHECK = "AdmissionCheck"
 DEACTIVATED_BY_CHECK = "DeactivatedDueToAdmissionCheck"
+REACTIVATED = "Reactivated"
+
+
+def rejected_by_check(conditions: Conditions) -> bool:
+    """Evicted and deactivated because a check rejected it, and not reactivated since."""
+    evicted = conditions.get(EVICTED)
+    requeued = conditions.get(REQUEUED)
+    reactivated = requeued is not None and requeued.status == "True" and requeued.reason == REACTIVATED
+    return evicted is not None and evicted.reason == DEACTIVATED_BY_CHECK and not reactivated
 
 
 class Lifecycle:
@@ -86,9 +95,8 @@ class Lifecycle:
         )
         self.cache.workloads[key] = rec
         rec.checks = ac.from_status(wl.status.admission_checks, parse_rfc3339, self.now_ms)
-        evicted = conditions.get(EVICTED)
         # Rejected by a check before (a restart, a shard handover): it stays deactivated.
-        rec.check_rejected = evicted is not None and evicted.reason == DEACTIVATED_BY_CHECK
+        rec.check_rejected = rejected_by_check(conditions)
         requeue_at = wl.status.requeue_state.requeue_at if wl.status.requeue_state else None
         rec.requeue_at_ms = parse_rfc3339(requeue_at) if requeue_at else None
         admission = wl.status.admission
@@ -107,6 +115,10 @@ class Lifecycle:
         self.outbox.touch(key)
 
     def _update(self, rec: WorkloadRecord, wl: Workload, manifest: dict[str, Any], finished: bool) -> None:
+        if rec.check_rejected and not rec.obj.spec.active and wl.spec.active:
+            # Set active again after its deactivation was written: a fresh start (Kueue's Reactivated).
+            rec.check_rejected = False
+            rec.conditions.set(REQUEUED, True, REACTIVATED, "The workload was reactivated", self.now_ms)
         was_active = rec.active
         rec.obj, rec.manifest = wl, manifest
         if rec.phase == Phase.FINISHED:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kueuestream.agents.kube.applier import has_status, merged_status
+from kueuestream.agents.kube.applier import has_status, merged_status, needs_deactivation
 
 
 def entry(name: str, state: str, when: str) -> dict[str, Any]:
@@ -50,3 +50,16 @@ def test_checks_and_requeue_state_are_written_and_removed() -> None:
     assert (cleared["requeueState"], cleared["admissionChecks"]) == (None, None)
     assert not has_status(wanted, cleared)
     assert has_status({}, cleared)
+
+
+def test_a_workload_a_check_rejected_is_deactivated_unless_reactivated() -> None:
+    """Kueue sets spec.active false on a Workload a Rejected check deactivates; once set active
+    again (Requeued=True, reason Reactivated) it is left alone."""
+    evicted = {"type": "Evicted", "status": "True", "reason": "DeactivatedDueToAdmissionCheck"}
+    reactivated = {"type": "Requeued", "status": "True", "reason": "Reactivated"}
+    active: dict[str, Any] = {"spec": {}}
+    assert needs_deactivation(active, {"conditions": [evicted]})
+    assert not needs_deactivation({"spec": {"active": False}}, {"conditions": [evicted]})
+    assert not needs_deactivation(active, {"conditions": [evicted, reactivated]})
+    preempted = {**evicted, "reason": "Preempted"}
+    assert not needs_deactivation(active, {"conditions": [preempted]})

@@ -17,9 +17,11 @@ from tests.cluster.kube_rig import (
     CLUSTER_QUEUES,
     FLAVORS,
     LOCAL_QUEUES,
+    Rig,
     V,
     cluster,
     cluster_queue,
+    condition,
     eventually,
     flavor,
     is_true,
@@ -36,40 +38,45 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+async def checked_queue(rig: Rig) -> tuple[str, str, str]:
+    """A namespace with LocalQueue ``lq`` of a 1-cpu ClusterQueue requiring an active check."""
+    ns = await rig.namespace("checks")
+    suffix = ns.rsplit("-", 1)[1]
+    check, flavor_name, cq = f"capacity-{suffix}", f"flavor-{suffix}", f"cq-{suffix}"
+    await rig.create(
+        ADMISSION_CHECKS,
+        {
+            "apiVersion": V,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": check},
+            "spec": {"controllerName": "example.com/capacity"},
+        },
+    )
+    active = {
+        "type": "Active",
+        "status": "True",
+        "reason": "Active",
+        "message": "",
+        "lastTransitionTime": now(),
+    }
+    await rig.api.patch(
+        ADMISSION_CHECKS, "", check, {"status": {"conditions": [active]}}, subresource="status"
+    )
+    await rig.create(FLAVORS, flavor(flavor_name, {"pool": suffix}))
+    queue = cluster_queue(cq, flavor_name, "1")
+    queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
+    await rig.create(CLUSTER_QUEUES, queue)
+    lq = {"apiVersion": V, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns}}
+    await rig.create(LOCAL_QUEUES, {**lq, "spec": {"clusterQueue": cq}})
+    return ns, suffix, check
+
+
 async def test_a_job_starts_only_once_its_admission_check_is_ready(kube_config: str, tmp_path: Path) -> None:
     """Scheduler.prepareWorkload reserves quota; SyncAdmittedCondition admits once the check is
     Ready; the job integration starts the Job only when the Workload is Admitted, with the
     check's podSetUpdates (getPodSetsInfoFromStatus)."""
     async with cluster(kube_config) as rig:
-        ns = await rig.namespace("checks")
-        suffix = ns.rsplit("-", 1)[1]
-        check, flavor_name, cq = f"capacity-{suffix}", f"flavor-{suffix}", f"cq-{suffix}"
-        await rig.create(
-            ADMISSION_CHECKS,
-            {
-                "apiVersion": V,
-                "kind": "AdmissionCheck",
-                "metadata": {"name": check},
-                "spec": {"controllerName": "example.com/capacity"},
-            },
-        )
-        active = {
-            "type": "Active",
-            "status": "True",
-            "reason": "Active",
-            "message": "",
-            "lastTransitionTime": now(),
-        }
-        await rig.api.patch(
-            ADMISSION_CHECKS, "", check, {"status": {"conditions": [active]}}, subresource="status"
-        )
-        await rig.create(FLAVORS, flavor(flavor_name, {"pool": suffix}))
-        queue = cluster_queue(cq, flavor_name, "1")
-        queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
-        await rig.create(CLUSTER_QUEUES, queue)
-        lq = {"apiVersion": V, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns}}
-        await rig.create(LOCAL_QUEUES, {**lq, "spec": {"clusterQueue": cq}})
-
+        ns, suffix, check = await checked_queue(rig)
         running = await start_runtime(rig.conn, tmp_path)
         try:
             job = await rig.job(queued_job(ns, "train", "lq"))
@@ -111,5 +118,48 @@ async def test_a_job_starts_only_once_its_admission_check_is_ready(kube_config: 
             assert final["status"]["admissionChecks"][0]["podSetUpdates"] == [update]
             pod = (await rig.read_job(job))["spec"]["template"]["spec"]
             assert pod["nodeSelector"] == {"pool": suffix, "booked": suffix}
+        finally:
+            await running.stop()
+
+
+async def test_a_rejected_check_deactivates_the_workload_in_the_cluster(
+    kube_config: str, tmp_path: Path
+) -> None:
+    """reconcileCheckBasedEviction: a Rejected check evicts the Workload and Kueue sets its
+    spec.active false; its Job never starts."""
+    async with cluster(kube_config) as rig:
+        ns, _, check = await checked_queue(rig)
+        running = await start_runtime(rig.conn, tmp_path)
+        try:
+            job = await rig.job(queued_job(ns, "train", "lq"))
+            workload: dict[str, Any] = {}
+
+            async def reserved() -> bool:
+                nonlocal workload
+                workload = await rig.workload_of(job) or {}
+                return is_true(workload, "QuotaReserved")
+
+            await eventually(reserved, "quota reserved")
+            rejected = {"name": check, "state": "Rejected", "message": "no", "lastTransitionTime": now()}
+            name = workload["metadata"]["name"]
+            await rig.api.patch(
+                WORKLOADS, ns, name, {"status": {"admissionChecks": [rejected]}}, subresource="status"
+            )
+
+            async def deactivated() -> bool:
+                found = await rig.workload_of(job) or {}
+                evicted = condition(found, "Evicted") or {}
+                return found.get("spec", {}).get("active") is False and evicted.get("reason") == (
+                    "DeactivatedDueToAdmissionCheck"
+                )
+
+            await eventually(deactivated, "the Workload evicted and set inactive")
+
+            async def released() -> bool:
+                found = await rig.workload_of(job) or {}
+                return not is_true(found, "QuotaReserved") and "admission" not in found.get("status", {})
+
+            await eventually(released, "its quota released")
+            assert (await rig.read_job(job))["spec"]["suspend"] is True
         finally:
             await running.stop()

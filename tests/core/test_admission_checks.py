@@ -494,3 +494,46 @@ def test_pod_set_updates_are_kept_as_reported_and_dropped_on_eviction() -> None:
         Event(EventType.UPSERT, r.time_ms, manifest=reported(wl("a"), r.time_ms, ("prov", "Retry", "", None)))
     )
     assert "podSetUpdates" not in r.status("a")["admissionChecks"][0]
+
+
+def test_a_rejected_workload_set_active_again_starts_afresh() -> None:
+    """The workload controller's reactivation: spec.active back to true after the deactivation
+    (Requeued=True, reason Reactivated), and the workload queues again."""
+    r = loaded([check("prov"), *queue([{"name": "prov"}]), wl("a")])
+    r.tick()
+    r.apply(
+        Event(
+            EventType.UPSERT, r.time_ms, manifest=reported(wl("a"), r.time_ms, ("prov", "Rejected", "", None))
+        )
+    )
+    inactive = {**wl("a"), "spec": {**wl("a")["spec"], "active": False}}
+    r.tick()
+    r.apply(Event(EventType.UPSERT, r.time_ms, manifest=inactive))
+    assert r.admitted() == []
+    r.tick()
+    r.apply(Event(EventType.UPSERT, r.time_ms, manifest=wl("a")))
+    assert cond(r, "a", "Requeued") == ("True", "Reactivated", "The workload was reactivated")
+    assert cond(r, "a", "QuotaReserved")[0] == "True"
+    assert checks(r, "a") == [("prov", "Pending")]
+    # A restart reads the same from the status: reactivated, so not held back.
+    restarted = loaded(
+        [
+            check("prov"),
+            *queue([{"name": "prov"}]),
+            {
+                **wl("b"),
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "Evicted",
+                            "status": "True",
+                            "reason": "DeactivatedDueToAdmissionCheck",
+                            "message": "",
+                        },
+                        {"type": "Requeued", "status": "True", "reason": "Reactivated", "message": ""},
+                    ]
+                },
+            },
+        ]
+    )
+    assert cond(restarted, "b", "QuotaReserved")[0] == "True"
