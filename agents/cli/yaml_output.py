@@ -46,8 +46,8 @@ _PLAIN = re.compile(
 )
 # Strings PyYAML writes single-quoted whenever it does not write them plain.
 _SINGLE = re.compile(r"[\x20-\x7e]+")
-# What keeps a one-line printable string from being plain in block context.
-# A leading "---" or "..." would read as a document marker.
+# What keeps a one-line printable string from being plain in block context
+# (a leading "---" or "..." would read as a document marker).
 _NOT_PLAIN = re.compile(r"^[,\[\]{}#&*!|>'\"%@`]|^[-?:](?: |$)|^---|^\.\.\.|: |:$| #|^ | $")
 # Longer keys are written as "? key" by PyYAML; longer strings may be folded.
 _MAX_KEY = 100

@@ -185,3 +185,9 @@ def test_a_job_derived_workload_never_needs_pyyaml(monkeypatch: pytest.MonkeyPat
     }
     data = {"apiVersion": "v1", "kind": "List", "items": [item, copy.deepcopy(item)]}
     assert written(data) == pyyaml(data)
+
+
+def test_strings_that_open_like_a_document_marker_are_quoted() -> None:
+    data = {"...": "...", "a": ["---", "...x", "x..."]}
+    assert written(data) == pyyaml(data)
+    assert yaml.safe_load(written(data)) == data
