@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from kueuestream.agents.cli.cluster_options import add_cluster_options, watch_options
 
@@ -25,6 +26,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     folder.add_argument("--once", action="store_true", help="process what is there now, then stop")
     cluster = p.add_argument_group("with --kubeconfig")
     add_cluster_options(cluster)
+    cluster.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=int,
+        help="serve /metrics, /healthz and /readyz over HTTP on PORT (0: any free port, printed)",
+    )
+    cluster.add_argument(
+        "--shadow",
+        action="store_true",
+        help="write nothing to the cluster; report where the live Workload status differs from ours",
+    )
+    cluster.add_argument("--shadow-report", metavar="FILE", help="with --shadow: keep a JSON report in FILE")
     p.set_defaults(func=run)
 
 
@@ -35,8 +48,13 @@ def run(args: argparse.Namespace) -> int:
             "cluster": "--cluster",
             "config": "--config",
             "config_map": "--config-map",
+            "metrics_port": "--metrics-port",
+            "shadow": "--shadow",
+            "shadow_report": "--shadow-report",
         }
-        given = [flag for attr, flag in flags.items() if getattr(args, attr)]
+        given = [flag for attr, flag in flags.items() if getattr(args, attr) not in (None, False, "")]
+        if args.metrics_port == 0:  # 0 == False, yet the flag was given
+            given.append("--metrics-port")
         if given:
             print(f"error: {', '.join(given)} go with --kubeconfig, not --source", file=sys.stderr)
             return 2
@@ -49,9 +67,23 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from kueuestream.agents.kube.runtime import run_cluster
+    if args.shadow_report and not args.shadow:
+        print("error: --shadow-report goes with --shadow", file=sys.stderr)
+        return 2
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        print(
+            f"error: --metrics-port {args.metrics_port}: a port is 0 to 65535 (0: any free port)",
+            file=sys.stderr,
+        )
+        return 2
+    from kueuestream.agents.kube.runtime import Operating, run_cluster
 
     options = watch_options(args)
     if options is None:
         return 2
-    return run_cluster(options, args.log_dir)
+    report = Path(args.shadow_report) if args.shadow_report else None
+    if report is not None and not report.parent.is_dir():
+        print(f"error: --shadow-report {report}: no folder {report.parent}", file=sys.stderr)
+        return 2
+    operating = Operating(metrics_port=args.metrics_port, shadow=args.shadow, shadow_report=report)
+    return run_cluster(options, args.log_dir, operating=operating)

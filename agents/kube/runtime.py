@@ -15,6 +15,13 @@ the events to the job integration (:mod:`.cluster_side`). Outcomes go to
 ``kueue.applied``. Time moves with the events; when an engine waits for a
 later time (Kueue's requeue batch), a clock tick is written to the log then.
 
+Operating. With a :class:`~kueuestream.agents.metrics.kueue_series.KueueSeries`
+the engines' Kueue-named series are taken after each group. In shadow mode
+(a :class:`~kueuestream.agents.kube.shadow.ShadowComparison`) nothing is
+written to the cluster: no status, no Job started or stopped, no Workload
+created; the decisions and the Workloads' live status go to the comparison
+instead of the applier and the job integration.
+
 Restart. The watcher resumes from the resourceVersions in the log; the
 pipeline rebuilds itself from the log; the job integration takes the log's
 watch events in and reconciles every Job; decisions without an outcome in
@@ -31,17 +38,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from prometheus_client import CollectorRegistry
+
+from kueuestream.admission.engine import Engine
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.runtime import describe_decision, describe_error, now_ms
 from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
-from kueuestream.agents.kube.cluster_side import ClusterSide
+from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
 from kueuestream.agents.kube.config_file import config_file_event
 from kueuestream.agents.kube.resources import kinds_to_watch
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
+from kueuestream.agents.kube.shadow import ShadowComparison, ShadowDifferences
 from kueuestream.agents.kube.watch_ledger import ledger_from_log
 from kueuestream.agents.kube.watch_service import WatchOptions
 from kueuestream.agents.kube.watcher import Watcher
+from kueuestream.agents.metrics.http_endpoint import MetricsEndpoint
+from kueuestream.agents.metrics.kueue_series import KueueSeries
+from kueuestream.agents.metrics.lag import PipelineLag
+from kueuestream.streams import codec
+from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.file_log import DEFAULT_DIRECTORY, FileLog
 from kueuestream.streams.schemas import AppliedRecord, DecisionRecord, ErrorRecord, WatchEvent
 
@@ -75,8 +91,12 @@ class EmbeddedCluster:
         *,
         on_decision: Callable[[DecisionRecord], None] | None = None,
         on_error: Callable[[ErrorRecord], None] | None = None,
+        metrics: KueueSeries | None = None,
+        shadow: ShadowComparison | None = None,
     ) -> None:
         self.conn = conn
+        self.metrics = metrics
+        self.shadow = shadow
         self.log = log
         self.on_decision = on_decision
         self.stats = ClusterStats()
@@ -107,7 +127,15 @@ class EmbeddedCluster:
             r.value for p in range(self.pipeline.partitions) for r in self.log.read_sync(n.decisions, p)
         ]
         applied = [r.value for p in range(self.applied_partitions) for r in self.log.read_sync(n.applied, p)]
-        queued = self.side.restore(watch, decisions, applied)
+        if self.shadow is not None:
+            self.shadow.observe(e for raw in watch if (e := decode_watch(raw)) is not None)
+            for raw in decisions:
+                with contextlib.suppress(DecodeError):
+                    self.shadow.decide(codec.decode(raw, DecisionRecord))
+            self.shadow.write_report()
+            queued = 0
+        else:
+            queued = self.side.restore(watch, decisions, applied)
         self._pump()
         self._hand_on()
         return queued
@@ -120,7 +148,10 @@ class EmbeddedCluster:
         async with self._pipeline_lock:
             await asyncio.to_thread(self._pump, events)
             self.stats.watch_events += len(events)
-            self.side.observe(events)
+            if self.shadow is not None:
+                self.shadow.observe(events)
+            else:
+                self.side.observe(events)
             self._hand_on()
 
     def _pump(self, events: Sequence[WatchEvent] = ()) -> None:
@@ -128,6 +159,25 @@ class EmbeddedCluster:
         self.pipeline.pump()
         # One fsync for the whole group, before anything it decided reaches the cluster.
         self.log.persist_sync()
+        self._measure()
+
+    def _measure(self) -> None:
+        if self.metrics is not None:
+            self.metrics.update(self.engines(), self._fresh)
+
+    def engines(self) -> list[Engine]:
+        """The engines of every shard, by partition and shard."""
+        states = self.pipeline.admission.states
+        return [states[p].shards[s].engine for p in sorted(states) for s in sorted(states[p].shards)]
+
+    def positions(self) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, log end, next offset to process) of the topics the agents read."""
+        n = self.names
+        watch_end = self.log.end_offsets_sync(n.watch).get(0, 0)
+        out = [(n.watch, 0, watch_end, self.pipeline.watch_cursor)]
+        ends = self.log.end_offsets_sync(n.admission)
+        out += [(n.admission, p, ends.get(p, 0), c) for p, c in enumerate(list(self.pipeline.cursors))]
+        return out
 
     def _decided(self, decision: DecisionRecord) -> None:
         self.stats.decisions += 1
@@ -139,7 +189,10 @@ class EmbeddedCluster:
         """Give the applier the new decisions (on the event loop) and record outcomes so far."""
         fresh, self._fresh = self._fresh, []
         for decision in fresh:
-            self.side.decide(decision)
+            if self.shadow is not None:
+                self.shadow.decide(decision)
+            else:
+                self.side.decide(decision)
         self.flush()
 
     # --- time and outcomes ---------------------------------------------------------
@@ -153,6 +206,7 @@ class EmbeddedCluster:
     def _advance(self) -> None:
         self.pipeline.advance_clock(now_ms(), cluster=self.conn.cluster)
         self.log.persist_sync()
+        self._measure()
 
     def _outcome(self, record: AppliedRecord) -> None:
         self._outcomes.append(record)
@@ -185,9 +239,13 @@ async def open_cluster(
     *,
     on_decision: Callable[[DecisionRecord], None] | None = None,
     on_error: Callable[[ErrorRecord], None] | None = None,
+    metrics: KueueSeries | None = None,
+    shadow: ShadowComparison | None = None,
 ) -> tuple[EmbeddedCluster, Watcher]:
     """The runtime started from ``log``, and a watcher resuming from it that feeds it."""
-    runtime = EmbeddedCluster(conn, log, on_decision=on_decision, on_error=on_error)
+    runtime = EmbeddedCluster(
+        conn, log, on_decision=on_decision, on_error=on_error, metrics=metrics, shadow=shadow
+    )
     runtime.start()
     ledger = await ledger_from_log(log, runtime.names.watch, options.cluster or conn.cluster)
     if options.config_file is not None:
@@ -203,9 +261,10 @@ async def serve(runtime: EmbeddedCluster, watcher: Watcher) -> None:
     """Run the watcher, the job integration and the clock until cancelled."""
     tasks = [
         asyncio.create_task(watcher.run(), name="watcher"),
-        asyncio.create_task(runtime.side.jobs.run(), name="jobs"),
         asyncio.create_task(runtime.clock(), name="clock"),
     ]
+    if runtime.shadow is None:
+        tasks.append(asyncio.create_task(runtime.side.jobs.run(), name="jobs"))
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
@@ -218,10 +277,64 @@ async def serve(runtime: EmbeddedCluster, watcher: Watcher) -> None:
         runtime.flush()
 
 
-async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
+@dataclass(frozen=True, slots=True)
+class Operating:
+    """How ``run --kubeconfig`` is operated: its metrics endpoint and shadow mode."""
+
+    metrics_port: int | None = None  # 0: any free port
+    shadow: bool = False
+    shadow_report: Path | None = None
+
+
+class Observed:
+    """The process's metrics registry and HTTP endpoint, serving before the runtime is built."""
+
+    def __init__(self, port: int, series: bool) -> None:
+        self.registry = CollectorRegistry()
+        self.series = KueueSeries(self.registry) if series else None
+        self.runtime: EmbeddedCluster | None = None
+        self.watcher: Watcher | None = None
+        self.registry.register(PipelineLag(self._positions))
+        self.endpoint = MetricsEndpoint(self.registry, self._ready, port=port)
+
+    def _positions(self) -> list[tuple[str, int, int, int]]:
+        return self.runtime.positions() if self.runtime is not None else []
+
+    def _ready(self) -> bool:
+        return self.watcher is not None and self.watcher.synced.is_set()
+
+
+async def _run(options: WatchOptions, log_dir: Path, out: TextIO, operating: Operating) -> int:
     def show(line: str) -> None:
         print(line, file=out, flush=True)
 
+    shadow = ShadowComparison(show, operating.shadow_report) if operating.shadow else None
+    observed: Observed | None = None
+    if operating.metrics_port is not None:
+        try:
+            observed = Observed(operating.metrics_port, series=True)
+        except OSError as exc:
+            port = operating.metrics_port
+            print(f"error: --metrics-port {port}: cannot listen: {exc.strerror}", file=sys.stderr)
+            return 2
+        if shadow is not None:
+            observed.registry.register(ShadowDifferences(shadow))
+        observed.endpoint.start()
+        show(f"metrics on port {observed.endpoint.port}: /metrics, /healthz, /readyz")
+    try:
+        return await _serve_cluster(options, log_dir, show, observed, shadow)
+    finally:
+        if observed is not None:
+            observed.endpoint.stop()
+
+
+async def _serve_cluster(
+    options: WatchOptions,
+    log_dir: Path,
+    show: Show,
+    observed: Observed | None,
+    shadow: ShadowComparison | None,
+) -> int:
     async with await connect(options.kubeconfig, options.context) as conn:
         # Appends are made durable a group at a time (EmbeddedCluster persists each group).
         with FileLog(log_dir, fsync=False) as log:
@@ -231,7 +344,11 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
                 options,
                 on_decision=lambda d: show(describe_decision(d)),
                 on_error=lambda e: show(describe_error(e)),
+                metrics=observed.series if observed is not None else None,
+                shadow=shadow,
             )
+            if observed is not None:
+                observed.runtime, observed.watcher = runtime, watcher
 
             async def announce() -> None:
                 await watcher.synced.wait()
@@ -256,6 +373,13 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
     return 0
 
 
-def run_cluster(options: WatchOptions, log_dir: str | None = None, *, out: TextIO | None = None) -> int:
+def run_cluster(
+    options: WatchOptions,
+    log_dir: str | None = None,
+    *,
+    out: TextIO | None = None,
+    operating: Operating | None = None,
+) -> int:
     """``kueuestream run --kubeconfig``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
-    return run_service(_run(options, Path(log_dir) if log_dir else DEFAULT_DIRECTORY, out or sys.stdout))
+    directory = Path(log_dir) if log_dir else DEFAULT_DIRECTORY
+    return run_service(_run(options, directory, out or sys.stdout, operating or Operating()))
