@@ -6,7 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from kueuestream.agents.cli.cluster_options import add_cluster_options, watch_options
+from kueuestream.agents.cli.cluster_options import (
+    IN_CLUSTER_HELP,
+    add_cluster_options,
+    add_lease_options,
+    lease_or_report,
+    watch_options,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,11 +26,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PATH",
         help="a cluster: watch it, write Workload status to it, run its queued Jobs",
     )
+    source.add_argument("--in-cluster", action="store_true", help=f"a cluster, {IN_CLUSTER_HELP}")
     p.add_argument("--log-dir", metavar="DIR", help="the admission log (default ./.kueuestream)")
     folder = p.add_argument_group("with --source")
     folder.add_argument("--status-dir", metavar="DIR", help="one Kueue status file per Workload")
     folder.add_argument("--once", action="store_true", help="process what is there now, then stop")
-    cluster = p.add_argument_group("with --kubeconfig")
+    cluster = p.add_argument_group("with --kubeconfig or --in-cluster")
     add_cluster_options(cluster)
     cluster.add_argument(
         "--metrics-port",
@@ -38,6 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="write nothing to the cluster; report where the live Workload status differs from ours",
     )
     cluster.add_argument("--shadow-report", metavar="FILE", help="with --shadow: keep a JSON report in FILE")
+    add_lease_options(p, "kueuestream-run")
     p.set_defaults(func=run)
 
 
@@ -51,12 +59,16 @@ def run(args: argparse.Namespace) -> int:
             "metrics_port": "--metrics-port",
             "shadow": "--shadow",
             "shadow_report": "--shadow-report",
+            "leader_elect": "--leader-elect",
         }
         given = [flag for attr, flag in flags.items() if getattr(args, attr) not in (None, False, "")]
         if args.metrics_port == 0:  # 0 == False, yet the flag was given
             given.append("--metrics-port")
         if given:
-            print(f"error: {', '.join(given)} go with --kubeconfig, not --source", file=sys.stderr)
+            print(
+                f"error: {', '.join(given)} go with --kubeconfig or --in-cluster, not --source",
+                file=sys.stderr,
+            )
             return 2
         from kueuestream.agents.embedded.runtime import run_source
 
@@ -79,11 +91,12 @@ def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.kube.runtime import Operating, run_cluster
 
     options = watch_options(args)
-    if options is None:
+    lease, ok = lease_or_report(args)
+    if options is None or not ok:
         return 2
     report = Path(args.shadow_report) if args.shadow_report else None
     if report is not None and not report.parent.is_dir():
         print(f"error: --shadow-report {report}: no folder {report.parent}", file=sys.stderr)
         return 2
     operating = Operating(metrics_port=args.metrics_port, shadow=args.shadow, shadow_report=report)
-    return run_cluster(options, args.log_dir, operating=operating)
+    return run_cluster(options, args.log_dir, lease=lease, operating=operating)

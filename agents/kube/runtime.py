@@ -46,6 +46,7 @@ from kueuestream.agents.embedded.runtime import describe_decision, describe_erro
 from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
 from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
 from kueuestream.agents.kube.config_file import config_file_event
+from kueuestream.agents.kube.lease import LeaseSettings, leadership
 from kueuestream.agents.kube.resources import kinds_to_watch
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
@@ -304,7 +305,9 @@ class Observed:
         return self.watcher is not None and self.watcher.synced.is_set()
 
 
-async def _run(options: WatchOptions, log_dir: Path, out: TextIO, operating: Operating) -> int:
+async def _run(
+    options: WatchOptions, log_dir: Path, out: TextIO, lease: LeaseSettings | None, operating: Operating
+) -> int:
     def show(line: str) -> None:
         print(line, file=out, flush=True)
 
@@ -319,10 +322,11 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO, operating: Ope
             return 2
         if shadow is not None:
             observed.registry.register(ShadowDifferences(shadow))
+        # Served from the start: a standby waiting for the Lease is alive, and not ready.
         observed.endpoint.start()
         show(f"metrics on port {observed.endpoint.port}: /metrics, /healthz, /readyz")
     try:
-        return await _serve_cluster(options, log_dir, show, observed, shadow)
+        return await _serve_cluster(options, log_dir, show, lease, observed, shadow)
     finally:
         if observed is not None:
             observed.endpoint.stop()
@@ -332,10 +336,17 @@ async def _serve_cluster(
     options: WatchOptions,
     log_dir: Path,
     show: Show,
+    lease: LeaseSettings | None,
     observed: Observed | None,
     shadow: ShadowComparison | None,
 ) -> int:
-    async with await connect(options.kubeconfig, options.context) as conn:
+    main = asyncio.current_task()
+    assert main is not None
+    stop = cancel_on_signals(main.cancel)
+    async with (
+        await connect(options.kubeconfig, options.context) as conn,
+        leadership(conn.api, lease, show) as elector,
+    ):
         # Appends are made durable a group at a time (EmbeddedCluster persists each group).
         with FileLog(log_dir, fsync=False) as log:
             runtime, watcher = await open_cluster(
@@ -347,6 +358,8 @@ async def _serve_cluster(
                 metrics=observed.series if observed is not None else None,
                 shadow=shadow,
             )
+            if elector is not None:
+                runtime.objects.guard = elector.check
             if observed is not None:
                 observed.runtime, observed.watcher = runtime, watcher
 
@@ -355,12 +368,8 @@ async def _serve_cluster(
                 show(f"running against {conn.server} (context {conn.context}); log in {log_dir}")
 
             announcing = asyncio.create_task(announce())
-            main = asyncio.current_task()
-            assert main is not None
-            stop = cancel_on_signals(main.cancel)
             with contextlib.suppress(asyncio.CancelledError):
                 await serve(runtime, watcher)
-            stop()
             announcing.cancel()
             jobs, applier = runtime.side.jobs.counters, runtime.side.applier.counters
             show(
@@ -370,6 +379,7 @@ async def _serve_cluster(
                 f"{jobs.jobs_stopped} stopped; {runtime.objects.writes} API writes, "
                 f"{runtime.objects.reads} API reads; log in {log_dir}"
             )
+    stop()
     return 0
 
 
@@ -378,8 +388,9 @@ def run_cluster(
     log_dir: str | None = None,
     *,
     out: TextIO | None = None,
+    lease: LeaseSettings | None = None,
     operating: Operating | None = None,
 ) -> int:
     """``kueuestream run --kubeconfig``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
-    directory = Path(log_dir) if log_dir else DEFAULT_DIRECTORY
-    return run_service(_run(options, directory, out or sys.stdout, operating or Operating()))
+    log = Path(log_dir) if log_dir else DEFAULT_DIRECTORY
+    return run_service(_run(options, log, out or sys.stdout, lease, operating or Operating()))
