@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from kueuestream.agents.cli.cluster_options import (
     IN_CLUSTER_HELP,
@@ -13,6 +12,7 @@ from kueuestream.agents.cli.cluster_options import (
     lease_or_report,
     watch_options,
 )
+from kueuestream.agents.cli.shadow_options import add_shadow_options, shadow_report
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,12 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         help="serve /metrics, /healthz and /readyz over HTTP on PORT (0: any free port, printed)",
     )
-    cluster.add_argument(
-        "--shadow",
-        action="store_true",
-        help="write nothing to the cluster; report where the live Workload status differs from ours",
-    )
-    cluster.add_argument("--shadow-report", metavar="FILE", help="with --shadow: keep a JSON report in FILE")
+    add_shadow_options(cluster)
     add_lease_options(p, "kueuestream-run")
     p.set_defaults(func=run)
 
@@ -79,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.shadow_report and not args.shadow:
-        print("error: --shadow-report goes with --shadow", file=sys.stderr)
+    report, usable = shadow_report(args)
+    if not usable:
         return 2
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         print(
@@ -93,10 +88,6 @@ def run(args: argparse.Namespace) -> int:
     options = watch_options(args)
     lease, ok = lease_or_report(args)
     if options is None or not ok:
-        return 2
-    report = Path(args.shadow_report) if args.shadow_report else None
-    if report is not None and not report.parent.is_dir():
-        print(f"error: --shadow-report {report}: no folder {report.parent}", file=sys.stderr)
         return 2
     operating = Operating(metrics_port=args.metrics_port, shadow=args.shadow, shadow_report=report)
     return run_cluster(options, args.log_dir, lease=lease, operating=operating)

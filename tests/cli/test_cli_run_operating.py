@@ -1,4 +1,4 @@
-"""The operating flags of ``kueuestream run``: what is refused before anything starts."""
+"""The operating flags of ``kueuestream run`` (and ``apply``): what is refused before anything starts."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ def test_a_shadow_report_needs_shadow_mode(tmp_path: Path, capsys: pytest.Captur
         ["--kubeconfig", str(tmp_path / "k"), "--shadow-report", str(tmp_path / "r.json")], capsys
     )
     assert (code, err) == (2, "error: --shadow-report goes with --shadow\n")
+
+
+def test_apply_takes_the_same_shadow_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = str(tmp_path / "r.json")
+    code = main(["apply", "--kubeconfig", "k", "--broker", "kafka://127.0.0.1:9", "--shadow-report", report])
+    assert (code, capsys.readouterr().err) == (2, "error: --shadow-report goes with --shadow\n")
 
 
 def test_a_shadow_report_in_a_missing_folder_is_refused(
