@@ -12,6 +12,7 @@ from kueuestream.agents.cli.cluster_options import (
     lease_or_report,
     watch_options,
 )
+from kueuestream.agents.cli.metrics_options import add_metrics_option, metrics_port_usable
 from kueuestream.agents.cli.shadow_options import add_shadow_options, shadow_report
 
 
@@ -33,12 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     folder.add_argument("--once", action="store_true", help="process what is there now, then stop")
     cluster = p.add_argument_group("with --kubeconfig or --in-cluster")
     add_cluster_options(cluster)
-    cluster.add_argument(
-        "--metrics-port",
-        metavar="PORT",
-        type=int,
-        help="serve /metrics, /healthz and /readyz over HTTP on PORT (0: any free port, printed)",
-    )
+    add_metrics_option(cluster)
     add_shadow_options(cluster)
     add_lease_options(p, "kueuestream-run")
     p.set_defaults(func=run)
@@ -77,11 +73,7 @@ def run(args: argparse.Namespace) -> int:
     report, usable = shadow_report(args)
     if not usable:
         return 2
-    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
-        print(
-            f"error: --metrics-port {args.metrics_port}: a port is 0 to 65535 (0: any free port)",
-            file=sys.stderr,
-        )
+    if not metrics_port_usable(args):
         return 2
     from kueuestream.agents.kube.runtime import Operating, run_cluster
 

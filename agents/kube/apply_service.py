@@ -31,7 +31,8 @@ from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
 from kueuestream.agents.kube.lease import LeaseSettings, leadership
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
-from kueuestream.agents.kube.shadow import ShadowComparison
+from kueuestream.agents.kube.shadow import ShadowComparison, ShadowDifferences
+from kueuestream.agents.metrics.serving import Served, serve_metrics
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
@@ -78,6 +79,8 @@ class KafkaApplier:
         self._outcomes: list[AppliedRecord] = []
         self.applied_partitions = 1
         self.positions: dict[TopicPartition, int] = {}
+        # The last end offset the consumer saw of each partition it follows.
+        self.ends: dict[TopicPartition, int] = {}
 
     def _outcome(self, record: AppliedRecord) -> None:
         self._outcomes.append(record)
@@ -129,9 +132,20 @@ class KafkaApplier:
                     for message in batches[tp]:
                         self._take(tp.topic, message.value or b"")
                         self.positions[tp] = message.offset + 1
+                for tp in self.positions:
+                    end = consumer.last_stable_offset(tp)
+                    if end is not None:
+                        self.ends[tp] = end
                 await self.flush()
         finally:
             await consumer.stop()
+
+    def lag(self) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, end, next offset to take) of every partition followed."""
+        positions = list(self.positions.items())
+        return [
+            (tp.topic, tp.partition, self.ends.get(tp, offset), offset) for tp, offset in sorted(positions)
+        ]
 
     def _take(self, topic: str, value: bytes) -> None:
         if topic == self.names.watch:
@@ -162,6 +176,7 @@ async def _serve(
     out: TextIO,
     lease: LeaseSettings | None,
     shadow: ShadowComparison | None = None,
+    served: Served | None = None,
 ) -> int:
     names = TopicNames(prefix)
     main = asyncio.current_task()
@@ -177,6 +192,9 @@ async def _serve(
         if elector is not None:
             applier.objects.guard = elector.check
         queued = await applier.start()
+        if served is not None:
+            served.positions = applier.lag
+            served.ready = lambda: True
         print(
             f"applying {names.decisions} to {conn.server} (context {conn.context}); "
             f"{queued} decisions from before to write",
@@ -221,16 +239,30 @@ def run_apply(
     lease: LeaseSettings | None = None,
     shadow: bool = False,
     shadow_report: Path | None = None,
+    metrics_port: int | None = None,
 ) -> int:
-    """``kueuestream apply``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
+    """``kueuestream apply``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error.
+
+    With ``metrics_port``, ``/readyz`` is ready once the topics have been read
+    up to where they ended at start.
+    """
     stream = out or sys.stdout
 
     def show(line: str) -> None:
         print(line, file=stream, flush=True)
 
     comparison = ShadowComparison(show, shadow_report) if shadow else None
-    return run_with_kafka(
-        broker,
-        lambda s: run_service(_serve(kubeconfig, context, s, prefix, stream, lease, comparison), s.redact),
-        failures=(),
-    )
+
+    async def observed(settings: KafkaSettings) -> int:
+        served, usable = serve_metrics(metrics_port, show, Served)
+        if not usable:
+            return 2
+        if served is not None and comparison is not None:
+            served.registry.register(ShadowDifferences(comparison))
+        try:
+            return await _serve(kubeconfig, context, settings, prefix, stream, lease, comparison, served)
+        finally:
+            if served is not None:
+                served.endpoint.stop()
+
+    return run_with_kafka(broker, lambda s: run_service(observed(s), s.redact), failures=())

@@ -38,8 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from prometheus_client import CollectorRegistry
-
 from kueuestream.admission.engine import Engine
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.runtime import describe_decision, describe_error, now_ms
@@ -54,9 +52,8 @@ from kueuestream.agents.kube.shadow import ShadowComparison, ShadowDifferences
 from kueuestream.agents.kube.watch_ledger import ledger_from_log
 from kueuestream.agents.kube.watch_service import WatchOptions
 from kueuestream.agents.kube.watcher import Watcher
-from kueuestream.agents.metrics.http_endpoint import MetricsEndpoint
 from kueuestream.agents.metrics.kueue_series import KueueSeries
-from kueuestream.agents.metrics.lag import PipelineLag
+from kueuestream.agents.metrics.serving import Served, serve_metrics
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.file_log import DEFAULT_DIRECTORY, FileLog
@@ -287,22 +284,17 @@ class Operating:
     shadow_report: Path | None = None
 
 
-class Observed:
-    """The process's metrics registry and HTTP endpoint, serving before the runtime is built."""
+class Observed(Served):
+    """:class:`Served`, with the Kueue-named series of the engines."""
 
-    def __init__(self, port: int, series: bool) -> None:
-        self.registry = CollectorRegistry()
-        self.series = KueueSeries(self.registry) if series else None
-        self.runtime: EmbeddedCluster | None = None
-        self.watcher: Watcher | None = None
-        self.registry.register(PipelineLag(self._positions))
-        self.endpoint = MetricsEndpoint(self.registry, self._ready, port=port)
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.series = KueueSeries(self.registry)
 
-    def _positions(self) -> list[tuple[str, int, int, int]]:
-        return self.runtime.positions() if self.runtime is not None else []
-
-    def _ready(self) -> bool:
-        return self.watcher is not None and self.watcher.synced.is_set()
+    def watch(self, runtime: EmbeddedCluster, watcher: Watcher) -> None:
+        """Report on ``runtime``: ready once ``watcher`` has processed its first full list."""
+        self.positions = runtime.positions
+        self.ready = watcher.synced.is_set
 
 
 async def _run(
@@ -312,19 +304,12 @@ async def _run(
         print(line, file=out, flush=True)
 
     shadow = ShadowComparison(show, operating.shadow_report) if operating.shadow else None
-    observed: Observed | None = None
-    if operating.metrics_port is not None:
-        try:
-            observed = Observed(operating.metrics_port, series=True)
-        except OSError as exc:
-            port = operating.metrics_port
-            print(f"error: --metrics-port {port}: cannot listen: {exc.strerror}", file=sys.stderr)
-            return 2
-        if shadow is not None:
-            observed.registry.register(ShadowDifferences(shadow))
-        # Served from the start: a standby waiting for the Lease is alive, and not ready.
-        observed.endpoint.start()
-        show(f"metrics on port {observed.endpoint.port}: /metrics, /healthz, /readyz")
+    # Served from the start: a standby waiting for the Lease is alive, and not ready.
+    observed, usable = serve_metrics(operating.metrics_port, show, Observed)
+    if not usable:
+        return 2
+    if observed is not None and shadow is not None:
+        observed.registry.register(ShadowDifferences(shadow))
     try:
         return await _serve_cluster(options, log_dir, show, lease, observed, shadow)
     finally:
@@ -361,7 +346,7 @@ async def _serve_cluster(
             if elector is not None:
                 runtime.objects.guard = elector.check
             if observed is not None:
-                observed.runtime, observed.watcher = runtime, watcher
+                observed.watch(runtime, watcher)
 
             async def announce() -> None:
                 await watcher.synced.wait()

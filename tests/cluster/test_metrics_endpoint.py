@@ -78,7 +78,7 @@ async def test_metrics_show_kueue_series_for_a_known_scenario(kube_config: str, 
     series say exactly that, and /readyz turns ready only once the first full list is processed."""
     async with cluster(kube_config) as rig:
         q = await rig.quota("metrics", "2")
-        observed = Observed(port=0, series=True)
+        observed = Observed(port=0)
         observed.endpoint.start()
         port = observed.endpoint.port
         log = FileLog(tmp_path, fsync=False)
@@ -91,7 +91,7 @@ async def test_metrics_show_kueue_series_for_a_known_scenario(kube_config: str, 
             runtime, watcher = await open_cluster(
                 rig.conn, log, WatchOptions(kubeconfig="", cluster="test"), metrics=observed.series
             )
-            observed.runtime, observed.watcher = runtime, watcher
+            observed.watch(runtime, watcher)
             assert (await asyncio.to_thread(get, port, "/readyz"))[0] == 503  # not listed yet
             task = asyncio.create_task(serve(runtime, watcher))
             await asyncio.wait_for(watcher.synced.wait(), 120)

@@ -71,7 +71,7 @@ async def test_shadow_reports_only_where_the_other_writer_disagrees(kube_config:
         lines: list[str] = []
         report_file = tmp_path / "report.json"
         shadow = ShadowComparison(lines.append, report_file)
-        observed = Observed(port=0, series=True)
+        observed = Observed(port=0)
         observed.registry.register(ShadowDifferences(shadow))
         observed.endpoint.start()
         port = observed.endpoint.port
