@@ -187,9 +187,18 @@ class KueueSeries(Collector):
     def update(self, engines: Iterable[Engine], decisions: Iterable[DecisionRecord]) -> None:
         """Count ``decisions`` (in the order made) and take the engines' gauges."""
         engines = list(engines)
+        self.count(engines, decisions)
+        self.refresh(engines)
+
+    def count(self, engines: Iterable[Engine], decisions: Iterable[DecisionRecord]) -> None:
+        """Count ``decisions``, made by ``engines``, in the order made."""
+        engines = list(engines)
         for decision in decisions:
             if decision.ref.kind == "Workload":
                 self._count(engines, decision)
+
+    def refresh(self, engines: Iterable[Engine]) -> None:
+        """Take the gauges of ``engines``, replacing all earlier ones."""
         gauges = engine_gauges(engines)
         with self._lock:
             self._gauges = gauges
