@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.kube_rig import cluster, eventually, is_true
+from tests.cluster.kube_rig import Cli, cluster, eventually, is_true, start_cli
 from tests.helpers import queued_job
 
 pytestmark = pytest.mark.kube
@@ -19,32 +17,8 @@ pytestmark = pytest.mark.kube
 DURATION, RENEW, RETRY = 4.0, 3.0, 0.5
 
 
-class Replica:
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.lines: list[str] = []
-        self._reading = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self.process.stdout is not None
-        async for raw in self.process.stdout:
-            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-
-    def said(self, words: str) -> bool:
-        return any(words in line for line in self.lines)
-
-    async def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process.returncode is None:
-            self.process.send_signal(sig)
-        await asyncio.wait_for(self.process.wait(), 60)
-        await self._reading
-
-
-async def replica(kube_config: str, lease: str, name: str, log_dir: Path) -> Replica:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kueuestream",
+async def replica(kube_config: str, lease: str, name: str, log_dir: Path) -> Cli:
+    return await start_cli(
         "run",
         "--kubeconfig",
         kube_config,
@@ -61,11 +35,7 @@ async def replica(kube_config: str, lease: str, name: str, log_dir: Path) -> Rep
         str(RENEW),
         "--retry-period",
         str(RETRY),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    return Replica(process)
 
 
 async def test_a_standby_replica_takes_over_and_nothing_is_lost_or_written_twice(
@@ -75,7 +45,7 @@ async def test_a_standby_replica_takes_over_and_nothing_is_lost_or_written_twice
         q = await rig.quota("leader", "3")
         lease = f"{q.namespace}/kueuestream-run"
         first = await replica(kube_config, lease, "first", tmp_path / "first")
-        second: Replica | None = None
+        second: Cli | None = None
         try:
 
             async def first_runs() -> bool:
