@@ -3,44 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
 from kueuestream.agents.kube.rest import WORKLOADS
-from tests.cluster.kube_rig import cluster, eventually
-from tests.cluster.test_kube_leader_election import Replica
+from tests.cluster.kube_rig import Cli, cluster, eventually, start_cli
 from tests.cluster.test_metrics_endpoint import get, scrape, value, workload
 
 pytestmark = pytest.mark.kube
 
 
-async def start(kube_config: str, log_dir: Path, *flags: str) -> Replica:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kueuestream",
-        "run",
-        "--kubeconfig",
-        kube_config,
-        "--log-dir",
-        str(log_dir),
-        "--metrics-port",
-        "0",
-        *flags,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+async def start(kube_config: str, log_dir: Path, *flags: str) -> Cli:
+    return await start_cli(
+        "run", "--kubeconfig", kube_config, "--log-dir", str(log_dir), "--metrics-port", "0", *flags
     )
-    return Replica(process)
 
 
-async def port_of(replica: Replica) -> int:
+async def port_of(replica: Cli) -> int:
     async def announced() -> bool:
         return replica.said("metrics on port ")
 
@@ -100,7 +83,7 @@ async def test_a_standby_replica_is_alive_and_not_ready(kube_config: str, tmp_pa
         ns = await rig.namespace("standby")
         lease = ["--leader-elect", "--lease", f"{ns}/kueuestream-run"]
         first = await start(kube_config, tmp_path / "first", *lease, "--lease-identity", "first")
-        second: Replica | None = None
+        second: Cli | None = None
         try:
             first_port = await port_of(first)
 

@@ -3,34 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.kube_rig import cluster, eventually
-from tests.cluster.test_kube_leader_election import Replica
+from tests.cluster.kube_rig import Cli, cluster, eventually, start_cli
 from tests.cluster.test_metrics_endpoint import get, scrape, value
 from tests.cluster.test_operating_cli import port_of
 
 pytestmark = [pytest.mark.kube, pytest.mark.kafka]
 
 
-async def command(*argv: str) -> Replica:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kueuestream",
-        *argv,
-        "--metrics-port",
-        "0",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    return Replica(process)
+async def command(*argv: str) -> Cli:
+    return await start_cli(*argv, "--metrics-port", "0")
 
 
 async def test_watch_and_apply_serve_health_readiness_and_lag(
@@ -42,7 +28,7 @@ async def test_watch_and_apply_serve_health_readiness_and_lag(
         prefix = f"t{uuid.uuid4().hex[:8]}."
         broker = ["--broker", f"kafka://{kafka_bootstrap}", "--topic-prefix", prefix]
         watch = await command("watch", "--kubeconfig", kube_config, "--cluster", "t", *broker)
-        apply: Replica | None = None
+        apply: Cli | None = None
         try:
             watch_port = await port_of(watch)
             assert await asyncio.to_thread(get, watch_port, "/healthz") == (200, "ok\n")

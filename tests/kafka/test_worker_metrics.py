@@ -7,16 +7,13 @@ Kueue's ``ReportPendingWorkloads``, ``AdmittedWorkload`` and ``reportResourceMet
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from kueuestream.agents.faust_worker.publish import publish_dir
-from tests.cluster.kube_rig import eventually
-from tests.cluster.test_kube_leader_election import Replica
+from tests.cluster.kube_rig import eventually, start_cli
 from tests.cluster.test_metrics_endpoint import get, scrape, value
 from tests.cluster.test_operating_cli import port_of
 
@@ -64,10 +61,7 @@ async def test_a_worker_serves_the_series_of_its_shards(kafka_bootstrap: str, tm
     ident = uuid.uuid4().hex[:8]
     prefix = f"t{ident}."
     broker = f"kafka://{kafka_bootstrap}"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kueuestream",
+    worker = await start_cli(
         "worker",
         "--broker",
         broker,
@@ -80,11 +74,7 @@ async def test_a_worker_serves_the_series_of_its_shards(kafka_bootstrap: str, tm
         "--no-clock",
         "--metrics-port",
         "0",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    worker = Replica(process)
     try:
         port = await port_of(worker)
         assert await asyncio.to_thread(get, port, "/healthz") == (200, "ok\n")
