@@ -37,7 +37,7 @@ from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.kafka_log import KafkaLog
-from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget
+from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget, kafka_settings
 from kueuestream.streams.log import Log
 from kueuestream.streams.schemas import AppliedRecord, DecisionRecord
 
@@ -64,14 +64,14 @@ class KafkaApplier:
         self,
         conn: KubeConnection,
         kafka: KafkaLog,
-        broker: KafkaSettings,
+        broker: KafkaTarget,
         names: TopicNames,
         shadow: ShadowComparison | None = None,
     ) -> None:
         self.conn = conn
         self.shadow = shadow
         self.kafka = kafka
-        self.broker = broker
+        self.broker = kafka_settings(broker)
         self.names = names
         # A write waits out an unreachable API server rather than being given up.
         self.objects = KubeObjects(conn.api, RETRY_FOREVER)

@@ -24,7 +24,6 @@ from kueuestream.agents.kube.apply_service import KafkaApplier
 from kueuestream.agents.kube.watch_service import WatchOptions, start_watcher
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.kafka_log import KafkaLog
-from kueuestream.streams.kafka_settings import kafka_settings
 from tests.cluster.kube_rig import Quota, Rig, cluster, eventually, is_true, start_runtime
 from tests.helpers import queued_job
 
@@ -129,7 +128,7 @@ async def test_watch_workers_and_apply_over_kafka_give_the_embedded_statuses(
                 )
                 tasks.append(asyncio.create_task(watcher.run()))
                 await asyncio.wait_for(watcher.synced.wait(), 120)
-                applier = KafkaApplier(rig.conn, kafka, kafka_settings(broker), names)
+                applier = KafkaApplier(rig.conn, kafka, broker, names)
                 await applier.start()
                 tasks += [
                     asyncio.create_task(applier.follow()),
