@@ -8,11 +8,13 @@ dashboards and alerts written for Kueue read them unchanged:
   ``..._borrowing_limit``, ``..._lending_limit`` (+Inf when unset),
   ``..._resource_reservation`` (quota reserved) and ``..._resource_usage``
   (quota of admitted Workloads), in the resource's unit (cores for cpu);
-- counters and a histogram from the decisions, in log order:
-  ``kueue_admitted_workloads_total``, ``kueue_admission_wait_time_seconds``
-  (from the Workload's creation, or its last requeue, to its admission, both
-  event times from the log, as Kueue's ``QueuedWaitTime``) and
-  ``kueue_evicted_workloads_total``.
+- counters and histograms from the decisions, in log order:
+  ``kueue_quota_reserved_workloads_total`` and ``kueue_admitted_workloads_total``
+  (once per reservation and per admission: a Workload evicted and admitted
+  again counts again), ``kueue_quota_reserved_wait_time_seconds`` and
+  ``kueue_admission_wait_time_seconds`` (from the Workload's creation, or its
+  last requeue, to the reservation or the admission, both event times from the
+  log, as Kueue's ``QueuedWaitTime``) and ``kueue_evicted_workloads_total``.
 
 ``replica_role`` is ``standalone``: one process owns each shard it hosts.
 """
@@ -32,7 +34,7 @@ from prometheus_client.registry import Collector
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Action
 from kueuestream.admission.state import WorkloadRecord
-from kueuestream.admission.status import ADMITTED, EVICTED, REQUEUED
+from kueuestream.admission.status import ADMITTED, EVICTED, QUOTA_RESERVED, REQUEUED
 from kueuestream.admission.timefmt import parse_rfc3339
 from kueuestream.streams.schemas import DecisionRecord
 
@@ -161,6 +163,20 @@ class KueueSeries(Collector):
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.reserved = Counter(
+            "kueue_quota_reserved_workloads",
+            "The total number of quota reserved workloads per 'cluster_queue'",
+            ["cluster_queue", "priority_class", "replica_role"],
+            registry=registry,
+        )
+        self.reserved_wait_time = Histogram(
+            "kueue_quota_reserved_wait_time_seconds",
+            "The time between a workload was created or requeued until it got quota reservation, "
+            "per 'cluster_queue'",
+            ["cluster_queue", "priority_class", "replica_role"],
+            buckets=wait_buckets(14),
+            registry=registry,
+        )
         self.admitted = Counter(
             "kueue_admitted_workloads",
             "The total number of admitted workloads per 'cluster_queue'",
@@ -181,6 +197,8 @@ class KueueSeries(Collector):
             registry=registry,
         )
         self._gauges: dict[str, dict[tuple[str, ...], float]] = {name: {} for name in GAUGE_HELP}
+        # Workloads counted as holding a reservation (QUOTA_RESERVED) or admitted (ADMITTED).
+        self._held: dict[tuple[str, str], Action] = {}
         self._lock = threading.Lock()
         registry.register(self)
 
@@ -208,18 +226,34 @@ class KueueSeries(Collector):
         rec = next((e.workloads[key] for e in engines if key in e.workloads), None)
         status = decision.status
         pclass = priority_class(rec)
-        if decision.action is Action.ADMITTED:
+        held = self._held.get(key)
+        action = decision.action
+        if action in (Action.QUOTA_RESERVED, Action.ADMITTED):
             cq = admission_cluster_queue(status)
-            self.admitted.labels(cq, pclass, ROLE).inc()
-            admitted_ms = condition_time_ms(status, ADMITTED)
             queued_ms = condition_time_ms(status, REQUEUED)
             if queued_ms is None and rec is not None:
                 queued_ms = rec.created_ms
-            if admitted_ms is not None and queued_ms is not None:
-                self.wait_time.labels(cq, pclass, ROLE).observe(max(0, admitted_ms - queued_ms) / 1000)
-        elif decision.action is Action.EVICTED:
+            if held is None:
+                self.reserved.labels(cq, pclass, ROLE).inc()
+                self._observe(
+                    self.reserved_wait_time, cq, pclass, queued_ms, condition_time_ms(status, QUOTA_RESERVED)
+                )
+            if action is Action.ADMITTED and held is not Action.ADMITTED:
+                self.admitted.labels(cq, pclass, ROLE).inc()
+                self._observe(self.wait_time, cq, pclass, queued_ms, condition_time_ms(status, ADMITTED))
+            if held is not Action.ADMITTED:
+                self._held[key] = action
+            return
+        if action is not Action.STATUS:
+            self._held.pop(key, None)
+        if action is Action.EVICTED:
             cq = admission_cluster_queue(status) or (rec.cluster_queue if rec is not None else "")
             self.evicted.labels(cq, condition_reason(status, EVICTED), "", pclass, ROLE).inc()
+
+    @staticmethod
+    def _observe(histogram: Histogram, cq: str, pclass: str, since_ms: int | None, at_ms: int | None) -> None:
+        if since_ms is not None and at_ms is not None:
+            histogram.labels(cq, pclass, ROLE).observe(max(0, at_ms - since_ms) / 1000)
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:

@@ -125,9 +125,9 @@ async def test_metrics_show_kueue_series_for_a_known_scenario(kube_config: str, 
                 "resource": "cpu",
                 **common,
             }
-            assert (
-                value(s, "kueue_admitted_workloads_total", cluster_queue=cq, priority_class="", **common) == 2
-            )
+            counted = {"cluster_queue": cq, "priority_class": "", **common}
+            assert value(s, "kueue_admitted_workloads_total", **counted) == 2
+            assert value(s, "kueue_quota_reserved_workloads_total", **counted) == 2
             assert value(s, "kueue_pending_workloads", cluster_queue=cq, status="active", **common) == 0
             assert value(s, "kueue_cluster_queue_nominal_quota", **quota_labels) == 2
             assert value(s, "kueue_cluster_queue_resource_usage", **quota_labels) == 2

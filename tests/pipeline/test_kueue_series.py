@@ -14,6 +14,7 @@ from kueuestream.admission.events import Action
 from kueuestream.agents.metrics.kueue_series import KueueSeries, wait_buckets
 from kueuestream.agents.sources.watch_events import listing_events
 from tests.cluster.test_cluster_pipeline import QUEUES, Run, _workload
+from tests.pipeline.test_pipeline_admission_checks import CHECK, checked, ready
 
 CREATED_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the creationTimestamp of the test's Workloads
 
@@ -103,3 +104,30 @@ def test_the_series_are_the_same_on_every_replay() -> None:
         )
 
     assert samples() == samples()
+
+
+def test_a_reservation_waiting_for_its_admission_check_is_counted_once_then_admitted() -> None:
+    """``quota_reserved_workloads_total`` counts the reservation when it is made
+    (``metrics.QuotaReservedWorkload`` in the scheduler), ``admitted_workloads_total`` only once
+    the check is Ready and the Workload admitted (``SyncAdmittedCondition``)."""
+    run = Run(cluster=False)
+    run.time = CREATED_MS + 3_000
+    queues = [CHECK, QUEUES[0], checked(QUEUES[1]), QUEUES[2]]
+    events, problems = listing_events([*queues, _workload("w", 0)], run.time)
+    assert problems == []
+    run.pipeline.submit(events)
+    run.pipeline.pump()
+    assert run.last("w").action is Action.QUOTA_RESERVED
+    _, registry = series_of(run)
+    labels = {"cluster_queue": "cq", "priority_class": ""}
+    assert sample(registry, "kueue_quota_reserved_workloads_total", **labels) == 1
+    assert sample(registry, "kueue_quota_reserved_wait_time_seconds_sum", **labels) == 3
+    assert sample(registry, "kueue_admitted_workloads_total", **labels) is None
+
+    run.time = CREATED_MS + 7_000  # the check turns Ready at +8 s: modify moves time on by 1 s
+    run.modify(ready(_workload("w", 0), "2026-01-01T00:00:08Z"))
+    assert run.last("w").action is Action.ADMITTED
+    _, registry = series_of(run)
+    assert sample(registry, "kueue_quota_reserved_workloads_total", **labels) == 1
+    assert sample(registry, "kueue_admitted_workloads_total", **labels) == 1
+    assert sample(registry, "kueue_admission_wait_time_seconds_sum", **labels) == 8
