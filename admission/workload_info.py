@@ -70,7 +70,11 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
             per_pod = without_prefixes(per_pod, prefixes)
         for resource, amount in devices.per_pod.get(ps.name, {}).items():
             per_pod[resource] = per_pod.get(resource, 0) + amount
-        out.append(PodSetRequest(ps.name, ps.count, scale(per_pod, ps.count), ps.template.spec))
+        out.append(
+            PodSetRequest(
+                ps.name, ps.count, scale(per_pod, ps.count), ps.template.spec, ps.min_count, per_pod
+            )
+        )
     rec.pod_sets = out
     rec.equivalence = (
         rec.key[0],
