@@ -92,13 +92,18 @@ class FlavorFungibility(ApiModel):
     @model_validator(mode="after")
     def _preference_needs_try_next(self) -> FlavorFungibility:
         # The API server refuses the same (the CRD's validation rule on flavorFungibility).
-        if self.preference is not None and (
-            self.when_can_borrow != "TryNextFlavor" or self.when_can_preempt != "TryNextFlavor"
-        ):
+        stopping = [
+            name
+            for name, value in (
+                ("whenCanBorrow", self.when_can_borrow),
+                ("whenCanPreempt", self.when_can_preempt),
+            )
+            if value != "TryNextFlavor"
+        ]
+        if self.preference is not None and stopping:
             raise ValueError(
                 f"preference {self.preference} can only be set when both whenCanBorrow and "
-                f"whenCanPreempt are TryNextFlavor (got whenCanBorrow {self.when_can_borrow}, "
-                f"whenCanPreempt {self.when_can_preempt})"
+                f"whenCanPreempt are TryNextFlavor; {' and '.join(stopping)} may stop the search"
             )
         return self
 
