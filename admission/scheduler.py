@@ -21,11 +21,19 @@ the same, and the decisions come out in the order the heads were processed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from kueuestream.admission.assignment import Assignment, Granular, Mode, Oracle, assign_flavors
+from kueuestream.admission import podset_reducer
+from kueuestream.admission.assignment import (
+    Assignment,
+    Granular,
+    Mode,
+    Oracle,
+    PodSetRequest,
+    assign_flavors,
+)
 from kueuestream.admission.cache import Cache
 from kueuestream.admission.fair_sharing import FairSharing
 from kueuestream.admission.lifecycle import Lifecycle
@@ -120,17 +128,35 @@ class Scheduler:
                 message=MSG_NAMESPACE_MISMATCH,
                 requeue_reason=RequeueReason.NAMESPACE_MISMATCH,
             )
-        assert rec.pod_sets is not None
+        pod_sets = rec.pod_sets
+        assert pod_sets is not None
         only_declared = snapshot.config.quota_check == "OnlyDeclared"
         oracle = self._oracle(rec, cq, snapshot)
-        assignment = assign_flavors(cq.view, rec.pod_sets, snapshot.flavors, only_declared, oracle)
-        if assignment.mode == Mode.FIT:
-            return Entry(rec, cq, EntryKind.FIT, assignment)
-        if assignment.mode == Mode.PREEMPT:
-            targets = self._targets(rec, cq, assignment, snapshot)
-            if targets:
-                return Entry(rec, cq, EntryKind.PREEMPT, assignment, targets, assignment.message)
-        return Entry(rec, cq, EntryKind.NOT_NOMINATED, assignment, message=assignment.message)
+
+        def attempt(requests: Sequence[PodSetRequest]) -> tuple[Entry | None, Assignment]:
+            assignment = assign_flavors(cq.view, requests, snapshot.flavors, only_declared, oracle)
+            if assignment.mode == Mode.FIT:
+                return Entry(rec, cq, EntryKind.FIT, assignment), assignment
+            if assignment.mode == Mode.PREEMPT:
+                targets = self._targets(rec, cq, assignment, snapshot)
+                if targets:
+                    entry = Entry(rec, cq, EntryKind.PREEMPT, assignment, targets, assignment.message)
+                    return entry, assignment
+            return None, assignment
+
+        entry, full = attempt(pod_sets)
+        if entry is not None:
+            return entry
+        if snapshot.config.gate("PartialAdmission"):
+            # Kueue's getInitialAssignments: fewer pods, down to each minCount, as the reducer finds.
+            partial = podset_reducer.search(
+                [ps.count for ps in pod_sets],
+                [ps.min_count for ps in pod_sets],
+                lambda counts: attempt([ps.scaled_to(n) for ps, n in zip(pod_sets, counts, strict=True)])[0],
+            )
+            if partial is not None:
+                return partial
+        return Entry(rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message)
 
     def _targets(
         self, rec: WorkloadRecord, cq: ClusterQueueRecord, assignment: Assignment, snapshot: Snapshot

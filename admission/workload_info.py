@@ -79,7 +79,10 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
     rec.equivalence = (
         rec.key[0],
         rec.priority,
-        tuple((ps.name, ps.count, tuple(sorted(ps.requests.items())), _constraints(ps.spec)) for ps in out),
+        tuple(
+            (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())), _constraints(ps.spec))
+            for ps in out
+        ),
     )
 
 
