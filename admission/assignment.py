@@ -20,6 +20,8 @@ from kueuestream.admission.quantity import resource_quantity
 from kueuestream.admission.quota import FR, QuotaNode
 from kueuestream.admission.selectors import flavor_matches_pod, format_taint, untolerated_taint
 
+PODS = "pods"
+
 
 class Mode(IntEnum):
     NO_FIT = 0
@@ -274,10 +276,13 @@ def assign_flavors(
     """
     result = Assignment(pod_sets=[], mode=Mode.FIT, borrowing=0, usage={}, preempt_frs=set())
     skipped: set[str] = set()
+    # A ClusterQueue with quota for "pods" counts each pod set's pods as a request of it.
+    pods_group = _group_of(view, PODS)
     for ps in pod_sets:
         by_group: dict[int, dict[str, int]] = {}
-        for resource in sorted(ps.requests):
-            amount = ps.requests[resource]
+        asked = ps.requests if pods_group is None else {**ps.requests, PODS: ps.count}
+        for resource in sorted(asked):
+            amount = asked[resource]
             if amount == 0:
                 continue
             index = _group_of(view, resource)

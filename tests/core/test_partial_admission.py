@@ -237,3 +237,23 @@ def test_a_bad_min_parallelism_refuses_the_job(
         ("Job", "train", f"metadata.annotations[kueue.x-k8s.io/job-min-parallelism]: {problem}")
     ]
     assert r.workloads() == {}
+
+
+def test_a_pods_quota_counts_pods_and_limits_the_reduced_count() -> None:
+    """Kueue's assignFlavors requests one "pods" per pod when the ClusterQueue covers the
+    resource, so a quota of 4 pods admits 4 of 10 pods (minCount 2) though cpu is plenty,
+    and the admission's usage shows the pods."""
+    docs = [
+        flavor_manifest("default"),
+        cluster_queue_manifest("q", [(["cpu", "pods"], [("default", {"cpu": 100, "pods": 4})])]),
+        local_queue_manifest("q", "q"),
+        partial("w", ("main", 10, 2)),
+        partial("whole", ("main", 5, None)),
+    ]
+    r = run_manifests(docs)
+    assert admitted_counts(r, "w") == {"main": (4, {"cpu": "4", "pods": "4"})}
+    # Without minCount, 5 pods never fit a quota of 4.
+    assert r.pending_message("whole") == (
+        "couldn't assign flavors to pod set main: insufficient quota for pods in flavor default, "
+        "previously considered podsets requests (0) + current podset request (5) > maximum capacity (4)"
+    )
