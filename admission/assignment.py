@@ -308,7 +308,8 @@ def assign_flavors(
                 result.mode = Mode.NO_FIT
                 result.message = f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}"
                 return result
-            result.mode = min(result.mode, choice.mode.preemption.mode)
+            # The worst resource decides, even where the preference ranked the flavor by borrowing.
+            result.mode = min(result.mode, *choice.modes.values())
             result.borrowing = max(result.borrowing, choice.borrowing)
             for resource, flavor_name in choice.flavors.items():
                 psa.flavors[resource] = flavor_name

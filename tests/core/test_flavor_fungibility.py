@@ -207,3 +207,30 @@ def test_preference_needs_both_policies_at_try_next_flavor(borrow: str, preempt:
         "spec.flavorFungibility: preference PreemptionOverBorrowing can only be set when both "
         f"whenCanBorrow and whenCanPreempt are TryNextFlavor; {stopping} may stop the search"
     )
+
+
+def test_a_resource_that_needs_preemption_is_preempted_for_whatever_the_preference_ranks_first() -> None:
+    """Kueue's isPreferred under PreemptionOverBorrowing can rank a flavor by its borrowing
+    resource (memory, borrowed from the lender) over the one that needs preemption (cpu), but
+    Assignment.RepresentativeMode still takes the worst resource: the head preempts the
+    holder rather than being nominated as if it fitted."""
+    fungibility = {
+        "whenCanBorrow": "TryNextFlavor",
+        "whenCanPreempt": "TryNextFlavor",
+        "preference": "PreemptionOverBorrowing",
+    }
+    groups = [(["cpu", "memory"], [("f1", {"cpu": 2, "memory": 0})])]
+    lender_groups = [(["cpu", "memory"], [("f1", {"cpu": 0, "memory": 4})])]
+    docs: list[Manifest] = [
+        flavor_manifest("f1"),
+        cluster_queue_manifest(
+            "q", groups, cohort="c", preemption=WITHIN, spec={"flavorFungibility": fungibility}
+        ),
+        local_queue_manifest("q", "q"),
+        cluster_queue_manifest("lender", lender_groups, cohort="c"),
+        admitted_workload("holder", "q", {"cpu": ("f1", 2)}, priority=0),
+        workload_manifest("w", "q", {"cpu": "2", "memory": "1"}, priority=10, created="2026-01-01T00:01:00Z"),
+    ]
+    r = run_manifests(docs)
+    assert evicted(r) == ["holder"]
+    assert r.flavors("w") == {"cpu": "f1", "memory": "f1"}
