@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 
 from kueuestream.admission.api.base import ObjectMeta
 from kueuestream.admission.api.batch import Job
@@ -48,10 +49,15 @@ def pods_count(job: Job) -> int:
     return count
 
 
+def min_parallelism_of(annotations: Mapping[str, object]) -> int | None:
+    """The job-min-parallelism annotation as a number; None when absent or, as for Kueue's
+    ``minPodsCount``, not a decimal integer."""
+    raw = annotations.get(MIN_PARALLELISM_ANNOTATION)
+    return int(raw) if isinstance(raw, str) and _DECIMAL.fullmatch(raw) else None
+
+
 def min_parallelism(job: Job) -> int | None:
-    """The job-min-parallelism annotation as a number; None when absent or not a decimal."""
-    raw = job.metadata.annotations.get(MIN_PARALLELISM_ANNOTATION)
-    return int(raw) if raw is not None and _DECIMAL.fullmatch(raw) else None
+    return min_parallelism_of(job.metadata.annotations)
 
 
 def workload_for_job(job: Job) -> Workload:

@@ -18,6 +18,7 @@ import pytest
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Action
 from kueuestream.admission.podset_reducer import counts_at, search
+from kueuestream.agents.kube import job_pods as jp
 from tests.helpers import (
     Manifest,
     Run,
@@ -257,3 +258,14 @@ def test_a_pods_quota_counts_pods_and_limits_the_reduced_count() -> None:
         "couldn't assign flavors to pod set main: insufficient quota for pods in flavor default, "
         "previously considered podsets requests (0) + current podset request (5) > maximum capacity (4)"
     )
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [("2", 2), ("+2", 2), ("002", 2), (" 2", None), ("2_0", None), ("", None)]
+)
+def test_the_cluster_connector_reads_the_annotation_as_kueue_does(raw: str, expected: int | None) -> None:
+    """Kueue's minPodsCount takes the annotation through strconv.Atoi: a sign and leading
+    zeros are fine, spaces and underscores are not. The Workload the cluster connector
+    creates for a Job carries the same minCount."""
+    manifest = job(5, raw)
+    assert jp.workload_for_job(manifest)["spec"]["podSets"][0].get("minCount") == expected
