@@ -97,3 +97,29 @@ def test_equal_depth_falls_back_to_priority_then_age() -> None:
         ]
     )
     assert by_age.admitted() == ["old"]
+
+
+def test_quota_held_by_a_cohort_is_nearer_to_its_own_queues() -> None:
+    """Kueue's scheduler_test case "in a hierarchical cohort, workload borrowing less is
+    scheduled first": the 4 cpus belong to Cohort guaranteed (under root); its queue
+    borrows at depth 1, best-effort (directly under root) at depth 2, so the
+    higher-priority best-effort head loses."""
+    guaranteed = cohort_manifest("guaranteed", parent="root")
+    guaranteed["spec"]["resourceGroups"] = [
+        {
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}],
+        }
+    ]
+    r = run_manifests(
+        [
+            flavor_manifest("default"),
+            cohort_manifest("root"),
+            guaranteed,
+            *cpu_queue("guaranteed", 0, "guaranteed"),
+            *cpu_queue("best-effort", 0, "root"),
+            head("guaranteed-head", "guaranteed", priority=0, second=0),
+            head("best-effort-head", "best-effort", priority=3, second=0),
+        ]
+    )
+    assert r.admitted() == ["guaranteed-head"]

@@ -269,3 +269,30 @@ def test_the_cluster_connector_reads_the_annotation_as_kueue_does(raw: str, expe
     creates for a Job carries the same minCount."""
     manifest = job(5, raw)
     assert jp.workload_for_job(manifest)["spec"]["podSets"][0].get("minCount") == expected
+
+
+THREE_POD_SETS = (("one", 20, None), ("two", 30, 10), ("three", 15, 5))
+
+
+def test_three_pod_sets_two_of_them_variable() -> None:
+    """Kueue's scheduler_test case "partial admission multiple variable pod sets", worked
+    through PodSetReducer: 50 cpus, one 20 (fixed), two 30 (min 10), three 15 (min 5);
+    step 15 of 30 is the first to fit: 20 + 20 + 10."""
+    r = run_manifests([*queue(50), partial("w", *THREE_POD_SETS)])
+    assert admitted_counts(r, "w") == {
+        "one": (20, {"cpu": "20"}),
+        "two": (20, {"cpu": "20"}),
+        "three": (10, {"cpu": "10"}),
+    }
+
+
+def test_three_pod_sets_with_the_gate_off() -> None:
+    """Kueue's scheduler_test case "partial admission disabled, multiple variable pod sets":
+    the third pod set is where the 50 cpus run out, and the message says so."""
+    docs = [configuration_manifest(gates={"PartialAdmission": False}), *queue(50)]
+    r = run_manifests([*docs, partial("w", *THREE_POD_SETS)])
+    assert not r.is_admitted("w")
+    assert r.pending_message("w") == (
+        "couldn't assign flavors to pod set three: insufficient quota for cpu in flavor default, "
+        "previously considered podsets requests (50) + current podset request (15) > maximum capacity (50)"
+    )
