@@ -22,6 +22,7 @@ from tests.helpers import (
     Run,
     admitted_workload,
     cluster_queue_manifest,
+    cohort_manifest,
     flavor_manifest,
     local_queue_manifest,
     run_manifests,
@@ -234,3 +235,56 @@ def test_a_resource_that_needs_preemption_is_preempted_for_whatever_the_preferen
     r = run_manifests(docs)
     assert evicted(r) == ["holder"]
     assert r.flavors("w") == {"cpu": "f1", "memory": "f1"}
+
+
+def test_a_flavor_without_candidates_never_outranks_one_that_fits_further_up() -> None:
+    """Kueue's scheduler_test case "PreemptionOverBorrowing preference: select fitting second
+    flavor over first flavor with no preemption candidates": on-demand is full with a
+    workload of equal priority (borrowing level 1 through the idle sibling), spot fits only
+    from the root's quota (level 2); isPreferred ranks noPreemptionCandidates below any
+    viable mode before comparing borrowing, so the head goes to spot."""
+    fungibility = {
+        "whenCanBorrow": "TryNextFlavor",
+        "whenCanPreempt": "TryNextFlavor",
+        "preference": "PreemptionOverBorrowing",
+    }
+    root: Manifest = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Cohort",
+        "metadata": {"name": "root"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [
+                        {"name": "on-demand", "resources": [{"name": "cpu", "nominalQuota": "0"}]},
+                        {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": "5"}]},
+                    ],
+                }
+            ]
+        },
+    }
+    cq = cluster_queue_manifest(
+        "q",
+        [(["cpu"], [("on-demand", {"cpu": 5}), ("spot", {"cpu": 0})])],
+        cohort="mid",
+        preemption=WITHIN,
+        spec={"flavorFungibility": fungibility},
+    )
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = "0"
+    docs: list[Manifest] = [
+        flavor_manifest("on-demand"),
+        flavor_manifest("spot"),
+        root,
+        cohort_manifest("mid", parent="root"),
+        cq,
+        local_queue_manifest("q", "q"),
+        cluster_queue_manifest(
+            "sibling", [(["cpu"], [("on-demand", {"cpu": 5}), ("spot", {"cpu": 0})])], cohort="mid"
+        ),
+        admitted_workload("admitted", "q", {"cpu": ("on-demand", 5)}, priority=0),
+        workload_manifest("pending", "q", {"cpu": "5"}, priority=0, created="2026-01-01T00:01:00Z"),
+    ]
+    r = run_manifests(docs)
+    assert r.flavors("pending") == {"cpu": "spot"}
+    assert evicted(r) == []
