@@ -88,7 +88,7 @@ class QueueView:
     preference: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PodSetRequest:
     name: str
     count: int
