@@ -246,10 +246,11 @@ def _assign_group(
             granular, borrowing = _fits_quota(
                 view, fr, requests[resource] + prior, prior, nominal, reasons, oracle
             )
-            mode = FlavorMode(granular, borrowing)
-            # The flavor is as good as its worst resource.
-            if is_preferred(choice.mode, mode, view.preference):
-                choice.mode = mode
+            # The flavor is as good as its worst resource; one that fits in its own quota is no worse.
+            if granular != Granular.FIT or borrowing:
+                mode = FlavorMode(granular, borrowing)
+                if is_preferred(choice.mode, mode, view.preference):
+                    choice.mode = mode
             if choice.mode.preemption == Granular.NO_FIT:
                 break
             choice.flavors[resource] = flavor_name
