@@ -35,7 +35,12 @@ STOP_BORROW = {"v1beta1": "Borrow", "v1beta2": "MayStopSearch"}
 STOP_PREEMPT = {"v1beta1": "Preempt", "v1beta2": "MayStopSearch"}
 
 # What the first flavor, f1, offers the 2-cpu head; f2 always has 2 free cpus of its own.
-SITUATIONS = ("fit", "borrow", "preempt", "no-candidates", "no-fit")
+SITUATIONS = ("fit", "borrow", "preempt", "preempt-borrowing", "no-candidates", "no-fit")
+BORROW_WITHIN = {
+    "withinClusterQueue": "LowerPriority",
+    "reclaimWithinCohort": "Any",
+    "borrowWithinCohort": {"policy": "LowerPriority"},
+}
 
 
 def queue(
@@ -73,6 +78,13 @@ def scenario(situation: str, version: str, fungibility: dict[str, str]) -> list[
         docs += queue(2, 2, version=version, fungibility=fungibility, preemption=WITHIN)
         victim_priority = 0 if situation == "preempt" else 20
         docs.append(admitted_workload("holder", "q", {"cpu": ("f1", 2)}, priority=victim_priority))
+    elif situation == "preempt-borrowing":
+        # q owns 1 f1 cpu, held; the cohort has 1 more free: preempting the holder
+        # makes room, but only by borrowing (borrowWithinCohort lets it).
+        docs += queue(1, 2, version=version, fungibility=fungibility, cohort="c", preemption=BORROW_WITHIN)
+        docs += queue(2, 0, version=version, fungibility={}, cohort="c", name="lender")
+        docs.append(admitted_workload("holder", "q", {"cpu": ("f1", 1)}, priority=0))
+        docs.append(admitted_workload("lender-holder", "lender", {"cpu": ("f1", 1)}, priority=20))
     else:
         docs += queue(1, 2, version=version, fungibility=fungibility)
     docs.append(workload_manifest("w", "q", {"cpu": "2"}, priority=10, created="2026-01-01T00:01:00Z"))
@@ -87,6 +99,8 @@ def stops_at_first(situation: str, when_can_borrow: str, when_can_preempt: str) 
         return when_can_borrow != "TryNextFlavor"
     if situation == "preempt":
         return when_can_preempt != "TryNextFlavor"
+    if situation == "preempt-borrowing":
+        return when_can_preempt != "TryNextFlavor" and when_can_borrow != "TryNextFlavor"
     return False  # no-candidates, no-fit
 
 
@@ -108,7 +122,7 @@ def test_every_fungibility_combination(situation: str, borrow: str, preempt: str
     if stops_at_first(situation, borrow, preempt):
         assert r.flavors("w") == {"cpu": "f1"}
         # Staying on f1 when it needs preemption means its holder goes.
-        assert evicted(r) == (["holder"] if situation == "preempt" else [])
+        assert evicted(r) == (["holder"] if situation.startswith("preempt") else [])
     else:
         assert r.flavors("w") == {"cpu": "f2"}
         assert evicted(r) == []
