@@ -302,3 +302,28 @@ def test_a_flavor_without_candidates_never_outranks_one_that_fits_further_up() -
     r = run_manifests(docs)
     assert r.flavors("pending") == {"cpu": "spot"}
     assert evicted(r) == []
+
+
+@pytest.mark.parametrize(
+    ("when_can_preempt", "flavor", "victim"),
+    [("TryNextFlavor", "f2", "borrower"), ("MayStopSearch", "f1", "holder")],
+)
+def test_reclaiming_borrowed_quota_beats_preempting_in_the_queue(
+    when_can_preempt: str, flavor: str, victim: str
+) -> None:
+    """Kueue's SimulatePreemption answers Reclaim when every candidate is in another
+    ClusterQueue and Preempt when one is in the head's own; isPreferred ranks reclaim
+    higher. With TryNextFlavor the head takes f2 from the queue that borrowed it rather
+    than preempt its own queue's holder on f1; with MayStopSearch it stays on f1."""
+    # LowerPriority both ways, so the preempted holder cannot reclaim f2 in turn.
+    both = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"}
+    fungibility = {"whenCanPreempt": when_can_preempt}
+    docs: list[Manifest] = [flavor_manifest("f1"), flavor_manifest("f2")]
+    docs += queue(2, 2, version="v1beta2", fungibility=fungibility, cohort="c", preemption=both)
+    docs += queue(0, 0, version="v1beta2", fungibility={}, cohort="c", name="other")
+    docs.append(admitted_workload("holder", "q", {"cpu": ("f1", 2)}, priority=0))
+    docs.append(admitted_workload("borrower", "other", {"cpu": ("f2", 2)}, priority=0))
+    docs.append(workload_manifest("w", "q", {"cpu": "2"}, priority=10, created="2026-01-01T00:01:00Z"))
+    r = run_manifests(docs)
+    assert evicted(r) == [victim]
+    assert r.flavors("w") == {"cpu": flavor}
