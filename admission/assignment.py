@@ -58,6 +58,9 @@ class FlavorMode:
 
 BEST = FlavorMode(Granular.FIT, 0)
 WORST = FlavorMode(Granular.NO_FIT, sys.maxsize)
+# Looked up once: the flavor search runs for every head of every cycle.
+_FIT, _NO_FIT = Granular.FIT, Granular.NO_FIT
+_MODE_OF = {g: g.mode for g in Granular}
 
 # What preemption would do for one resource of a flavor: Kueue's
 # ``preemptionOracle.SimulatePreemption``, given the pair and the amount the
@@ -132,7 +135,8 @@ def _group_of(view: QueueView, resource: str) -> int | None:
     return None
 
 
-def _no_candidates(fr: FR, value: int) -> tuple[Granular, int]:
+def no_candidates(fr: FR, value: int) -> tuple[Granular, int]:
+    """The oracle of a ClusterQueue whose preemption policies are all Never."""
     return Granular.NO_CANDIDATES, 0
 
 
@@ -156,11 +160,11 @@ def _fits_quota(
             f"({resource_quantity(resource, value - assumed)}) > maximum capacity "
             f"({resource_quantity(resource, max_capacity)})"
         )
-        return Granular.NO_FIT, 0
+        return _NO_FIT, 0
     borrowing, may_reclaim_in_tree = node.borrowing_height(fr, value)
     available = max(0, node.available(fr))
     if value <= available:
-        return Granular.FIT, borrowing
+        return _FIT, borrowing
     reasons.append(
         f"insufficient unused quota for {resource} in flavor {flavor}, "
         f"{resource_quantity(resource, value - available)} more needed"
@@ -171,7 +175,7 @@ def _fits_quota(
             return Granular.NO_CANDIDATES, borrowing
         preemption, after = oracle(fr, value)
         return preemption, borrowing if preemption == Granular.NO_CANDIDATES else after
-    return Granular.NO_FIT, borrowing
+    return _NO_FIT, borrowing
 
 
 def is_preferred(a: FlavorMode, b: FlavorMode, preference: str | None) -> bool:
@@ -247,16 +251,20 @@ def _assign_group(
                 view, fr, requests[resource] + prior, prior, nominal, reasons, oracle
             )
             # The flavor is as good as its worst resource; one that fits in its own quota is no worse.
-            if granular != Granular.FIT or borrowing:
+            if granular is not _FIT or borrowing:
                 mode = FlavorMode(granular, borrowing)
                 if is_preferred(choice.mode, mode, view.preference):
                     choice.mode = mode
-            if choice.mode.preemption == Granular.NO_FIT:
-                break
+                if choice.mode.preemption is _NO_FIT:
+                    break
             choice.flavors[resource] = flavor_name
-            choice.modes[fr] = granular.mode
-            choice.borrowing = max(choice.borrowing, borrowing)
-        if not should_try_next_flavor(choice.mode, view.when_can_borrow, view.when_can_preempt):
+            choice.modes[fr] = _MODE_OF[granular]
+            if borrowing > choice.borrowing:
+                choice.borrowing = borrowing
+        # A flavor that fits in the queue's own quota always ends the search.
+        if choice.mode is BEST or not should_try_next_flavor(
+            choice.mode, view.when_can_borrow, view.when_can_preempt
+        ):
             return choice
         if is_preferred(choice.mode, best.mode, view.preference):
             best = choice
@@ -268,7 +276,7 @@ def assign_flavors(
     pod_sets: Sequence[PodSetRequest],
     flavors: Mapping[str, ResourceFlavor],
     only_declared: bool,
-    oracle: Oracle = _no_candidates,
+    oracle: Oracle = no_candidates,
 ) -> Assignment:
     """Flavors for every pod set (Kueue's ``FlavorAssigner.Assign``).
 

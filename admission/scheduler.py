@@ -33,6 +33,7 @@ from kueuestream.admission.assignment import (
     Oracle,
     PodSetRequest,
     assign_flavors,
+    no_candidates,
 )
 from kueuestream.admission.cache import Cache
 from kueuestream.admission.fair_sharing import FairSharing
@@ -131,20 +132,8 @@ class Scheduler:
         pod_sets = rec.pod_sets
         assert pod_sets is not None
         only_declared = snapshot.config.quota_check == "OnlyDeclared"
-        oracle = self._oracle(rec, cq, snapshot)
-
-        def attempt(requests: Sequence[PodSetRequest]) -> tuple[Entry | None, Assignment]:
-            assignment = assign_flavors(cq.view, requests, snapshot.flavors, only_declared, oracle)
-            if assignment.mode == Mode.FIT:
-                return Entry(rec, cq, EntryKind.FIT, assignment), assignment
-            if assignment.mode == Mode.PREEMPT:
-                targets = self._targets(rec, cq, assignment, snapshot)
-                if targets:
-                    entry = Entry(rec, cq, EntryKind.PREEMPT, assignment, targets, assignment.message)
-                    return entry, assignment
-            return None, assignment
-
-        entry, full = attempt(pod_sets)
+        oracle = self._oracle(rec, cq, snapshot) if cq.view.can_preempt else no_candidates
+        entry, full = self._attempt(rec, cq, pod_sets, snapshot, only_declared, oracle)
         if entry is not None:
             return entry
         if snapshot.config.gate("PartialAdmission"):
@@ -152,11 +141,37 @@ class Scheduler:
             partial = podset_reducer.search(
                 [ps.count for ps in pod_sets],
                 [ps.min_count for ps in pod_sets],
-                lambda counts: attempt([ps.scaled_to(n) for ps, n in zip(pod_sets, counts, strict=True)])[0],
+                lambda counts: self._attempt(
+                    rec,
+                    cq,
+                    [ps.scaled_to(n) for ps, n in zip(pod_sets, counts, strict=True)],
+                    snapshot,
+                    only_declared,
+                    oracle,
+                )[0],
             )
             if partial is not None:
                 return partial
         return Entry(rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message)
+
+    def _attempt(
+        self,
+        rec: WorkloadRecord,
+        cq: ClusterQueueRecord,
+        pod_sets: Sequence[PodSetRequest],
+        snapshot: Snapshot,
+        only_declared: bool,
+        oracle: Oracle,
+    ) -> tuple[Entry | None, Assignment]:
+        """Flavors for these pod counts, and the entry when they fit or preemption makes room."""
+        assignment = assign_flavors(cq.view, pod_sets, snapshot.flavors, only_declared, oracle)
+        if assignment.mode == Mode.FIT:
+            return Entry(rec, cq, EntryKind.FIT, assignment), assignment
+        if assignment.mode == Mode.PREEMPT:
+            targets = self._targets(rec, cq, assignment, snapshot)
+            if targets:
+                return Entry(rec, cq, EntryKind.PREEMPT, assignment, targets, assignment.message), assignment
+        return None, assignment
 
     def _targets(
         self, rec: WorkloadRecord, cq: ClusterQueueRecord, assignment: Assignment, snapshot: Snapshot
