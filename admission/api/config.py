@@ -22,6 +22,7 @@ FEATURE_GATE_DEFAULTS: dict[str, bool] = {
     "DynamicResourceAllocation": True,
     "PrioritySortingWithinCohort": True,
     "PartialAdmission": True,
+    "UnadmittedWorkloadsObservability": True,
 }
 
 
