@@ -31,14 +31,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kueuestream.admission.jobs import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, workload_name
+from kueuestream.admission.jobs import (
+    JOB_UID_LABEL,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    min_parallelism_of,
+    workload_name,
+)
 
 Manifest = dict[str, Any]
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
 POD_SET_NAME = "main"
 POD_SET_LABEL = "kueue.x-k8s.io/podset"
-MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
 STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
 PROVISIONING_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
@@ -116,11 +121,7 @@ def finished(job: Manifest) -> tuple[bool, bool, str]:
 
 
 def _min_count(job: Manifest) -> int | None:
-    raw = annotations_of(job).get(MIN_PARALLELISM_ANNOTATION)
-    try:
-        return int(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return None
+    return min_parallelism_of(annotations_of(job))
 
 
 def pods_count(job: Manifest) -> int:
