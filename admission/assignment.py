@@ -14,6 +14,13 @@ from enum import IntEnum
 
 from kueuestream.admission.api.core import PodSpec
 from kueuestream.admission.api.kueue import ResourceFlavor
+from kueuestream.admission.pending_reasons import (
+    EXCEEDS_MAX_QUOTA,
+    NO_MATCHING_FLAVOR,
+    WAITING_FOR_QUOTA,
+    least_severe,
+    most_severe,
+)
 from kueuestream.admission.quantity import resource_quantity
 from kueuestream.admission.quota import FR, QuotaNode
 from kueuestream.admission.selectors import flavor_matches_pod, format_taint, untolerated_taint
@@ -71,6 +78,8 @@ class Assignment:
     preempt_frs: set[FR]
     message: str = ""
     skipped_resources: list[str] = field(default_factory=list)
+    # Why it does not fit at all (a granular QuotaReserved reason); "" unless mode is NO_FIT.
+    no_fit_reason: str = ""
 
 
 def _group_of(view: QueueView, resource: str) -> int | None:
@@ -121,6 +130,8 @@ class _Choice:
     borrows: bool = False
     flavors: dict[str, str] = field(default_factory=dict)
     modes: dict[FR, Mode] = field(default_factory=dict)
+    # The least severe reason among the group's flavors that did not fit.
+    no_fit_reason: str = ""
 
 
 def _assign_group(
@@ -133,35 +144,52 @@ def _assign_group(
     reasons: list[str],
 ) -> _Choice:
     best = _Choice()
+    # Why each flavor tried did not fit; any one of them could take the pod set.
+    no_fit: list[str] = []
     for flavor_name in group.flavors:
         flavor = flavors.get(flavor_name)
         if flavor is None:
             reasons.append(f"flavor {flavor_name} not found")
+            no_fit.append(NO_MATCHING_FLAVOR)
             continue
         taint = untolerated_taint(flavor.spec.node_taints, [*pod.tolerations, *flavor.spec.tolerations])
         if taint is not None:
             reasons.append(f"untolerated taint {format_taint(taint)} in flavor {flavor_name}")
+            no_fit.append(NO_MATCHING_FLAVOR)
             continue
         if not flavor_matches_pod(pod, flavor.spec.node_labels):
             reasons.append(f"flavor {flavor_name} doesn't match node affinity")
+            no_fit.append(NO_MATCHING_FLAVOR)
             continue
         choice = _Choice(mode=Mode.FIT)
+        # Every resource is checked, as Kueue does, so the message names all that are short.
+        flavor_no_fit: list[str] = []
         for resource in sorted(requests):
             fr = (flavor_name, resource)
             quota = view.node.quotas.get(fr)
             nominal = quota.nominal if quota else 0
             prior = assumed.get(fr, 0)
-            mode, borrow = _fits_quota(view, fr, requests[resource] + prior, prior, nominal, reasons)
+            value = requests[resource] + prior
+            mode, borrow = _fits_quota(view, fr, value, prior, nominal, reasons)
+            if mode == Mode.NO_FIT:
+                exceeds = value > view.node.potential_available(fr)
+                flavor_no_fit.append(EXCEEDS_MAX_QUOTA if exceeds else WAITING_FOR_QUOTA)
+            if choice.mode == Mode.NO_FIT:
+                continue
             choice.mode = min(choice.mode, mode)
             choice.borrows = choice.borrows or borrow
             if choice.mode == Mode.NO_FIT:
-                break
+                continue
             choice.flavors[resource] = flavor_name
             choice.modes[fr] = mode
+        if choice.mode == Mode.NO_FIT:
+            no_fit.append(most_severe(flavor_no_fit))
         if not _try_next(choice.mode, choice.borrows, view):
+            choice.no_fit_reason = least_severe(no_fit)
             return choice
         if choice.mode > best.mode:
             best = choice
+    best.no_fit_reason = least_severe(no_fit)
     return best
 
 
@@ -189,18 +217,23 @@ def assign_flavors(
                     f"couldn't assign flavors to pod set {ps.name}: "
                     f"resource {resource} unavailable in ClusterQueue"
                 )
+                result.no_fit_reason = NO_MATCHING_FLAVOR
                 return result
             by_group.setdefault(index, {})[resource] = amount
         psa = PodSetAssignment(name=ps.name, count=ps.count)
         reasons: list[str] = []
+        # Every group must fit, so the pod set's reason is the most severe of theirs.
+        group_reasons: list[str] = []
         for index in sorted(by_group):
             requests = by_group[index]
             choice = _assign_group(
                 view, view.groups[index], requests, ps.spec, flavors, result.usage, reasons
             )
+            group_reasons.append(choice.no_fit_reason)
             if choice.mode == Mode.NO_FIT:
                 result.mode = Mode.NO_FIT
                 result.message = f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}"
+                result.no_fit_reason = most_severe(r for r in group_reasons if r) or NO_MATCHING_FLAVOR
                 return result
             result.mode = min(result.mode, choice.mode)
             result.borrows = result.borrows or choice.borrows

@@ -29,16 +29,24 @@ from kueuestream.admission.assignment import Assignment, Mode, assign_flavors
 from kueuestream.admission.cache import Cache
 from kueuestream.admission.fair_sharing import FairSharing
 from kueuestream.admission.lifecycle import Lifecycle
+from kueuestream.admission.pending_reasons import (
+    GATE,
+    MISCONFIGURED,
+    PENDING,
+    WAITING_FOR_PREEMPTED_WORKLOADS,
+    WAITING_FOR_QUOTA,
+    choose,
+)
 from kueuestream.admission.preemption import Preemptor, Target, classical_targets, fits
 from kueuestream.admission.queue_manager import QueueManager, RequeueReason
 from kueuestream.admission.selectors import label_selector_matches
 from kueuestream.admission.snapshot import Snapshot
 from kueuestream.admission.state import ClusterQueueRecord, WorkloadRecord
-from kueuestream.admission.status import REASON_PENDING
 
 MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
-MSG_NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
+# Kueue's ``workload.ErrNamespaceMismatch``.
+MSG_NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
 
 
 class EntryKind(Enum):
@@ -59,7 +67,8 @@ class Entry:
     assignment: Assignment | None = None
     targets: list[Target] = field(default_factory=list)
     message: str = ""
-    reason: str = REASON_PENDING
+    # The QuotaReserved=False reason it gets if not admitted (Kueue's ``quotaReservedReason``).
+    reason: str = PENDING
     # Where the head goes after processing; None once it is admitted.
     requeue_reason: RequeueReason | None = RequeueReason.GENERIC
 
@@ -75,6 +84,12 @@ class Scheduler:
         self.lifecycle = lifecycle
         self.fair_sharing = fair_sharing
         self.cycles = 0
+        # The UnadmittedWorkloadsObservability gate, read at the start of each cycle.
+        self.granular = True
+
+    def _reason(self, granular: str) -> str:
+        """``granular`` with the gate on, the legacy ``Pending`` with it off."""
+        return choose(self.granular, granular, PENDING)
 
     def schedule(self) -> bool:
         """One cycle; True when it admitted a workload, issued a preemption or parked a head."""
@@ -85,6 +100,7 @@ class Scheduler:
         self.cycles += 1
         # 2. Snapshot: what the cycle reserves or releases is undone when it ends (Cache.Snapshot).
         snapshot = Snapshot(self.cache)
+        self.granular = snapshot.config.gate(GATE)
         try:
             # 3. Nominate: flavors and preemption targets per head (nominate).
             workloads = self.cache.workloads
@@ -110,6 +126,7 @@ class Scheduler:
                 cq,
                 EntryKind.NOT_NOMINATED,
                 message=MSG_NAMESPACE_MISMATCH,
+                reason=self._reason(MISCONFIGURED),
                 requeue_reason=RequeueReason.NAMESPACE_MISMATCH,
             )
         assert rec.pod_sets is not None
@@ -121,7 +138,18 @@ class Scheduler:
             targets = self._targets(rec, cq, assignment, snapshot)
             if targets:
                 return Entry(rec, cq, EntryKind.PREEMPT, assignment, targets, assignment.message)
-        return Entry(rec, cq, EntryKind.NOT_NOMINATED, assignment, message=assignment.message)
+            # Preemption could make room, but no workload can be preempted now.
+            reason = WAITING_FOR_QUOTA
+        else:
+            reason = assignment.no_fit_reason or WAITING_FOR_QUOTA
+        return Entry(
+            rec,
+            cq,
+            EntryKind.NOT_NOMINATED,
+            assignment,
+            message=assignment.message,
+            reason=self._reason(reason),
+        )
 
     def _targets(
         self, rec: WorkloadRecord, cq: ClusterQueueRecord, assignment: Assignment, snapshot: Snapshot
@@ -180,9 +208,10 @@ class Scheduler:
         snapshot.preempted.update(t.candidate.key for t in entry.targets)
         issued = lifecycle.issue_preemptions(rec, entry.targets)
         rec.sticky = True
+        entry.reason = self._reason(WAITING_FOR_PREEMPTED_WORKLOADS)
         lifecycle.set_pending(
             rec,
-            REASON_PENDING,
+            entry.reason,
             f"{entry.message}. Pending the preemption of {len(entry.targets)} workload(s)",
         )
         entry.requeue_reason = RequeueReason.PENDING_PREEMPTION
@@ -190,7 +219,8 @@ class Scheduler:
 
     def _skip(self, entry: Entry, message: str) -> bool:
         """The head was nominated but cannot go ahead this cycle; it goes back to the head."""
-        self.lifecycle.set_pending(entry.rec, REASON_PENDING, message)
+        entry.reason, entry.message = self._reason(WAITING_FOR_QUOTA), message
+        self.lifecycle.set_pending(entry.rec, entry.reason, message)
         entry.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
         return False
 

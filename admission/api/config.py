@@ -21,6 +21,8 @@ FEATURE_GATE_DEFAULTS: dict[str, bool] = {
     "QuotaCheck": True,
     "DynamicResourceAllocation": True,
     "PrioritySortingWithinCohort": True,
+    "UnadmittedWorkloadsObservability": True,
+    "UnadmittedWorkloadsExplicitStatus": False,
 }
 
 
