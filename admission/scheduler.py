@@ -45,6 +45,7 @@ from kueuestream.admission.state import ClusterQueueRecord, WorkloadRecord
 
 MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
+MSG_BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
 # Kueue's ``workload.ErrNamespaceMismatch``.
 MSG_NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
 
@@ -232,10 +233,13 @@ class Scheduler:
         parked = self.queues.requeue(entry.rec, entry.cq.name, entry.requeue_reason)
         if parked is None:
             return False
-        # Equivalent workloads wait with it and, if they never had one, take its reason.
+        # Equivalent workloads wait with it and, if they never had one, take its reason;
+        # with the gate on, in the words of Kueue's workload controller for a workload
+        # bulk-moved behind an equivalent one (SchedulingEquivalenceHashing).
+        message = MSG_BYPASSED if self.granular else entry.message
         workloads = self.cache.workloads
         for key in parked:
-            self.lifecycle.set_pending(workloads[key], entry.reason, entry.message)
+            self.lifecycle.set_pending(workloads[key], entry.reason, message)
         return True
 
 

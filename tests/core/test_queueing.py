@@ -195,8 +195,15 @@ def test_every_equivalent_waiting_workload_gets_the_reason() -> None:
     )
     r = run(text)
     assert r.admitted() == ["w0"]
-    for name in ("w1", "w2", "w3"):
+    assert r.condition("w1", "QuotaReserved")["reason"] == "WaitingForQuota"
+    assert r.pending_message("w1") == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu "
+        "in flavor default, 2 more needed"
+    )
+    # The others were never evaluated: the head's reason, in Kueue's words for them
+    # (workload controller, resolveGranularUnadmittedQuotaReservedCondition).
+    for name in ("w2", "w3"):
+        assert r.condition(name, "QuotaReserved")["reason"] == "WaitingForQuota"
         assert r.pending_message(name) == (
-            "couldn't assign flavors to pod set main: insufficient unused quota for cpu "
-            "in flavor default, 2 more needed"
+            "Bypassed scheduling evaluation because an equivalent workload recently failed"
         )
