@@ -96,27 +96,25 @@ def control_kind(manifest: dict[str, Any] | None) -> str:
 
 def batch_marker(edge: str, cluster: str, timestamp: int) -> WatchEvent:
     """The watch event that opens (``begin``) or closes (``end``) a batch, or a clock ``tick``."""
-    return WatchEvent(
-        cluster=cluster,
-        kind=WATCH_BATCH,
-        apiVersion=GROUP_VERSION,
-        name=edge,
-        type=WatchEventType.MODIFIED,
-        object=_control(WATCH_BATCH, edge),
-        timestamp=timestamp,
-    )
+    return _control_event(WATCH_BATCH, edge, cluster, timestamp)
 
 
 def progress_marker(cluster: str, kind: str, resource_version: str, timestamp: int) -> WatchEvent:
     """The watch event saying that the watcher has seen ``kind`` up to ``resource_version``."""
+    return _control_event(WATCH_PROGRESS, kind, cluster, timestamp, resource_version)
+
+
+def _control_event(
+    control: str, name: str, cluster: str, timestamp: int, resource_version: str = ""
+) -> WatchEvent:
     return WatchEvent(
         cluster=cluster,
-        kind=WATCH_PROGRESS,
+        kind=control,
         apiVersion=GROUP_VERSION,
-        name=kind,
+        name=name,
         type=WatchEventType.MODIFIED,
         resourceVersion=resource_version,
-        object=_control(WATCH_PROGRESS, kind),
+        object=_control(control, name),
         timestamp=timestamp,
     )
 

@@ -39,6 +39,7 @@ from kueuestream.agents.kube.api_calls import watch_lines  # noqa: E402
 from kueuestream.agents.kube.client import connect  # noqa: E402
 from kueuestream.agents.kube.crd_install import install_crds  # noqa: E402
 from kueuestream.agents.kube.rest import JOBS, KubeObjects, Resource  # noqa: E402
+from tests.helpers import queued_job  # noqa: E402
 
 V = "kueue.x-k8s.io/v1beta2"
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
@@ -84,27 +85,6 @@ def server_pids() -> dict[str, int]:
         if path.is_file():
             out[name] = int(path.read_text().strip())
     return out
-
-
-def job(namespace: str, name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
-        "spec": {
-            "suspend": True,
-            "parallelism": 1,
-            "completions": 1,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
-                    ],
-                }
-            },
-        },
-    }
 
 
 async def setup(api: KubeObjects, jobs: int) -> str:
@@ -216,7 +196,7 @@ async def bench(config: str, count: int, concurrency: int, timeout_s: float) -> 
             async def create(i: int) -> None:
                 name = f"job-{i:05d}"
                 async with gate:
-                    await api.create(JOBS, namespace, job(namespace, name))
+                    await api.create(JOBS, namespace, queued_job(namespace, name, "lq"))
                     created[name] = time.time()
 
             servers = server_pids()

@@ -41,29 +41,9 @@ from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.schemas import WatchEvent
+from tests.helpers import queued_job
 
 TOPIC = TopicNames().watch
-
-
-def job(ns: str, name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"namespace": ns, "name": name, "labels": {"kueue.x-k8s.io/queue-name": "main"}},
-        "spec": {
-            "suspend": True,
-            "parallelism": 1,
-            "completions": 1,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
-                    ],
-                }
-            },
-        },
-    }
 
 
 async def in_parallel(calls: list[Any], concurrency: int) -> None:
@@ -130,9 +110,13 @@ async def main(kubeconfig: str, jobs: int, concurrency: int) -> None:
 
             names = [f"job-{i:05d}" for i in range(jobs)]
             path = f"/apis/batch/v1/namespaces/{ns}/jobs"
+
             t0 = time.perf_counter()
             await in_parallel(
-                [lambda n=n: request_json(conn.api, "POST", path, body=job(ns, n)) for n in names],
+                [
+                    lambda n=n: request_json(conn.api, "POST", path, body=queued_job(ns, n, "main", "100m"))
+                    for n in names
+                ],
                 concurrency,
             )
             created = time.perf_counter() - t0

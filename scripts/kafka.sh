@@ -42,16 +42,9 @@ MVN="${MVN:-mvn}"
 HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m}"
 START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 
-log() { echo "kafka.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-python_bin() {
-    local p
-    for p in "$ROOT/.venv/bin/python" python3 python3.11; do
-        if command -v "$p" >/dev/null 2>&1; then echo "$p"; return 0; fi
-    done
-    die "python3 is needed (to pick free ports and probe the broker)"
-}
+export SCRIPT=kafka.sh
+# shellcheck source=scripts/lib/processes.sh
+source "$ROOT/scripts/lib/processes.sh"
 
 pom_hash() { sha256sum "$POM" | cut -d' ' -f1; }
 
@@ -80,14 +73,6 @@ cmd_fetch() {
     log "$(find "$LIBS" -name '*.jar' | wc -l) jars in $LIBS"
 }
 
-# Is the process alive (a zombie waiting to be reaped counts as dead)?
-alive() {
-    kill -0 "$1" 2>/dev/null || return 1
-    local state
-    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || echo X)"
-    [[ "$state" != Z && "$state" != X ]]
-}
-
 # The broker JVM's pid if it is running (and is really our broker), else nothing.
 running_pid() {
     [[ -f "$PIDFILE" ]] || return 1
@@ -100,24 +85,10 @@ running_pid() {
     echo "$pid"
 }
 
-free_ports() {  # prints three distinct free TCP ports on 127.0.0.1
-    "$(python_bin)" - <<'PY'
-import socket
-socks = []
-for _ in range(3):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-PY
-}
-
 # Real client call: a Kafka MetadataRequest (v4, valid on Kafka 3.x and 4.x).
 # Exits 0 once the broker answers with at least one live broker in the cluster.
 probe() {
-    "$(python_bin)" - "$1" <<'PY'
+    "$(python_bin "to probe the broker")" - "$1" <<'PY'
 import socket, struct, sys
 host, port = sys.argv[1].rsplit(":", 1)
 try:
@@ -275,7 +246,7 @@ java_opts() {
 
 start_once() {  # one attempt; returns 0 when the broker is ready
     local port cport sport password cluster_id pid deadline
-    read -r port cport sport <<<"$(free_ports)"
+    read -r port cport sport <<<"$(free_ports 3)"
     password="$(random_hex)"
     rm -rf "$DATA" "$LOGS" "$PIDFILE" "$BOOTFILE" "$SASL"
     mkdir -p "$DATA" "$LOGS"
@@ -356,22 +327,13 @@ cmd_start() {
 }
 
 cmd_stop() {
-    local pid i
+    local pid
     if ! pid="$(running_pid)"; then
         rm -rf "$PIDFILE" "$BOOTFILE" "$SASL"
         log "not running"
         return 0
     fi
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 120; i++)); do  # up to 30 s for a clean shutdown
-        alive "$pid" || break
-        sleep 0.25
-    done
-    if alive "$pid"; then
-        log "pid $pid still alive after 30s; killing"
-        kill -KILL "$pid" 2>/dev/null || true
-        for ((i = 0; i < 100; i++)); do alive "$pid" || break; sleep 0.1; done
-    fi
+    stop_pid "$pid" broker
     rm -rf "$PIDFILE" "$BOOTFILE" "$SASL"
     log "stopped (pid $pid)"
 }
@@ -386,15 +348,7 @@ cmd_status() {
     return 1
 }
 
-# One start/stop/fetch at a time per checkout (two test sessions starting at once
-# would otherwise wipe each other's storage).
-lock() {
-    mkdir -p "$KDIR"
-    exec 9>"$KDIR/lock"
-    if command -v flock >/dev/null 2>&1; then
-        flock -w 900 9 || log "warning: could not take $KDIR/lock in 900s; going on"
-    fi
-}
+lock() { take_lock "$KDIR" 900; }
 
 case "${1:-}" in
     fetch) lock; cmd_fetch ;;

@@ -69,8 +69,9 @@ START_TIMEOUT="${KUBE_START_TIMEOUT:-120}"
 # $EPOCHREALTIME's decimal point follows the locale; `since` needs a dot.
 export LC_NUMERIC=C
 
-log() { echo "kube.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+export SCRIPT=kube.sh
+# shellcheck source=scripts/lib/processes.sh
+source "$ROOT/scripts/lib/processes.sh"
 
 # Seconds since $1 (an $EPOCHREALTIME), one decimal.
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
@@ -80,14 +81,6 @@ need() {
     for tool in "$@"; do
         command -v "$tool" >/dev/null 2>&1 || die "$tool not found (Debian: apt-get install $tool)"
     done
-}
-
-python_bin() {
-    local p
-    for p in "$ROOT/.venv/bin/python" python3 python3.11; do
-        if command -v "$p" >/dev/null 2>&1; then echo "$p"; return 0; fi
-    done
-    die "python3 is needed (to pick free ports and probe the API server)"
 }
 
 go_bin() {
@@ -244,14 +237,6 @@ cmd_build() {
 
 # ---------------------------------------------------------------- processes
 
-# Is the process alive (a zombie waiting to be reaped counts as dead)?
-alive() {
-    kill -0 "$1" 2>/dev/null || return 1
-    local state
-    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || echo X)"
-    [[ "$state" != Z && "$state" != X ]]
-}
-
 # What in a command line proves the process is this checkout's, not a recycled pid.
 marker() {
     case "$1" in
@@ -289,35 +274,12 @@ launch() {  # launch NAME COMMAND...
 }
 
 stop_one() {  # stop_one NAME
-    local pid i
+    local pid
     if pid="$(running_pid "$1")"; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < 150; i++)); do  # up to 30 s for a clean shutdown
-            alive "$pid" || break
-            sleep 0.2
-        done
-        if alive "$pid"; then
-            log "$1 (pid $pid) still alive after 30s; killing"
-            kill -KILL "$pid" 2>/dev/null || true
-            for ((i = 0; i < 50; i++)); do alive "$pid" || break; sleep 0.1; done
-        fi
+        stop_pid "$pid" "$1"
         log "stopped $1 (pid $pid)"
     fi
     rm -f "$KDIR/$1.pid"
-}
-
-free_ports() {  # prints N distinct free TCP ports on 127.0.0.1
-    "$(python_bin)" - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-PY
 }
 
 read_ports() {  # sets API_PORT ETCD_PORT PEER_PORT from the ports file
@@ -424,7 +386,7 @@ readyz() {
 # 429 "storage is (re)initializing" for a moment. Wait until every served version
 # of every Established CRD lists.
 wait_crds_served() {
-    "$(python_bin)" - "https://127.0.0.1:$API_PORT" "$PKI/ca.crt" "$PKI/admin.token" "$START_TIMEOUT" <<'PY'
+    "$(python_bin "to probe the API server")" - "https://127.0.0.1:$API_PORT" "$PKI/ca.crt" "$PKI/admin.token" "$START_TIMEOUT" <<'PY'
 import json, ssl, sys, time, urllib.error, urllib.request
 
 server, ca, token_file, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
@@ -665,15 +627,7 @@ cmd_env() {
         "$ETCDCTL_BIN" "127.0.0.1:$ETCD_PORT"
 }
 
-# One start/stop/restart at a time per checkout: two test sessions starting at
-# once would otherwise wipe each other's state.
-lock() {
-    mkdir -p "$KDIR"
-    exec 9>"$KDIR/lock"
-    if command -v flock >/dev/null 2>&1; then
-        flock -w 1800 9 || log "warning: could not take $KDIR/lock in 1800s; going on"
-    fi
-}
+lock() { take_lock "$KDIR" 1800; }
 
 main() {
     case "${1:-}" in

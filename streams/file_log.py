@@ -40,16 +40,16 @@ import logging
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 import orjson
 
 from kueuestream.streams.log import (
     CorruptLogError,
+    KeyedRecords,
     LogClosedError,
     LogError,
     Position,
@@ -333,7 +333,7 @@ class FileLog:
     def append_many_sync(
         self,
         topic: str,
-        records: Iterable[tuple[bytes, bytes]],
+        records: KeyedRecords,
         *,
         partition: int | None = None,
     ) -> list[Position]:
@@ -508,23 +508,13 @@ class FileLog:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close_sync()
 
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.close_sync()
 
     # --- the async Log interface --------------------------------------------------
@@ -540,11 +530,7 @@ class FileLog:
         return self.append_sync(topic, key, value, partition=partition)
 
     async def append_many(
-        self,
-        topic: str,
-        records: Iterable[tuple[bytes, bytes]],
-        *,
-        partition: int | None = None,
+        self, topic: str, records: KeyedRecords, *, partition: int | None = None
     ) -> list[Position]:
         return self.append_many_sync(topic, records, partition=partition)
 

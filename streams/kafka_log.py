@@ -23,8 +23,7 @@ event time is inside the records.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping
-from types import TracebackType
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -34,7 +33,14 @@ from aiokafka.errors import KafkaError, for_code
 from kueuestream.streams.kafka_access import check_access
 from kueuestream.streams.kafka_settings import KafkaTarget, kafka_settings
 from kueuestream.streams.kafka_urls import parse_broker_url
-from kueuestream.streams.log import LogError, Position, Record, TopicMismatchError, UnknownTopicError
+from kueuestream.streams.log import (
+    KeyedRecords,
+    LogError,
+    Position,
+    Record,
+    TopicMismatchError,
+    UnknownTopicError,
+)
 from kueuestream.streams.topics import TOPIC_SPECS, partition_counts, partition_for_key, validate_topic_name
 
 __all__ = ["KafkaLog", "parse_broker_url"]
@@ -135,12 +141,7 @@ class KafkaLog:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     def _consumer(self) -> Any:
@@ -264,11 +265,7 @@ class KafkaLog:
         return (await self.append_many(topic, ((key, value),), partition=partition))[0]
 
     async def append_many(
-        self,
-        topic: str,
-        records: Iterable[tuple[bytes, bytes]],
-        *,
-        partition: int | None = None,
+        self, topic: str, records: KeyedRecords, *, partition: int | None = None
     ) -> list[Position]:
         count = await self.ensure_topic(topic)
         if partition is not None and not 0 <= partition < count:

@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import NamedTuple, Protocol
 
+# (key, value) pairs, as appended.
+KeyedRecords = Iterable[tuple[bytes, bytes]]
+
 
 class Position(NamedTuple):
     topic: str
@@ -71,11 +74,7 @@ class Log(Protocol):
         ...
 
     async def append_many(
-        self,
-        topic: str,
-        records: Iterable[tuple[bytes, bytes]],
-        *,
-        partition: int | None = None,
+        self, topic: str, records: KeyedRecords, *, partition: int | None = None
     ) -> list[Position]:
         """Append ``(key, value)`` records in order; positions come back in the same order.
 

@@ -823,3 +823,30 @@ def replaced(docs: Iterable[Manifest], new: Manifest) -> list[Manifest]:
     out = [new if (d.get("kind"), d.get("metadata", {}).get("name")) == ident else d for d in docs]
     assert new in out
     return out
+
+
+def queued_job(
+    namespace: str,
+    name: str,
+    queue: str,
+    cpu: str = "1",
+    *,
+    priority_class: str = "",
+    node_selector: dict[str, str] | None = None,
+) -> Manifest:
+    """A suspended batch/v1 Job of one pod, queued to ``queue`` (Kueue's queue-name label)."""
+    labels = {"kueue.x-k8s.io/queue-name": queue}
+    if priority_class:
+        labels["kueue.x-k8s.io/priority-class"] = priority_class
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if node_selector:
+        pod["nodeSelector"] = node_selector
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": {"spec": pod}},
+    }

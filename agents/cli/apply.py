@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
-from kueuestream.agents.kafka_commands import EXIT_INVALID
+from kueuestream.agents.cli.kafka_options import add_broker_options, with_broker_settings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,16 +15,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--kubeconfig", required=True, metavar="PATH")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current context)")
-    p.add_argument("--broker", required=True, metavar="kafka://HOST:PORT")
-    p.add_argument("--topic-prefix", default="")
-    add_kafka_options(p)
+    add_broker_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.kube.apply_service import run_apply
 
-    settings = settings_or_report(args, args.broker)
-    if settings is None:
-        return EXIT_INVALID
-    return run_apply(args.kubeconfig, settings, context=args.context, prefix=args.topic_prefix)
+    return with_broker_settings(
+        args,
+        lambda settings: run_apply(args.kubeconfig, settings, context=args.context, prefix=args.topic_prefix),
+    )

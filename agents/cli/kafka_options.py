@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kueuestream.agents.kafka_commands import report_invalid
+from kueuestream.agents.kafka_commands import EXIT_INVALID, report_invalid
 from kueuestream.streams.kafka_settings import (
     MECHANISMS,
     PROTOCOLS,
@@ -82,6 +82,15 @@ OPTIONS = (
 )
 
 
+def add_broker_options(
+    parser: argparse.ArgumentParser, *, topic_prefix_help: str = "prefix of the topic names (default none)"
+) -> None:
+    """``--broker`` (required), ``--topic-prefix`` and the Kafka security flags."""
+    parser.add_argument("--broker", required=True, metavar="kafka://HOST:PORT")
+    parser.add_argument("--topic-prefix", default="", help=topic_prefix_help)
+    add_kafka_options(parser)
+
+
 def add_kafka_options(parser: argparse.ArgumentParser) -> None:
     """The Kafka security flags, in a group of their own in ``--help``."""
     group = parser.add_argument_group(
@@ -136,3 +145,11 @@ def settings_or_report(
     except KafkaSettingsError as exc:
         report_invalid(exc)
         return None
+
+
+def with_broker_settings(args: argparse.Namespace, body: Callable[[KafkaSettings], int]) -> int:
+    """``body`` given the settings of ``args.broker`` and the flags; 2 when they cannot be used."""
+    settings = settings_or_report(args, args.broker)
+    if settings is None:
+        return EXIT_INVALID
+    return body(settings)

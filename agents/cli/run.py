@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+from kueuestream.agents.cli.cluster_options import add_cluster_options, watch_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,21 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     folder.add_argument("--status-dir", metavar="DIR", help="one Kueue status file per Workload")
     folder.add_argument("--once", action="store_true", help="process what is there now, then stop")
     cluster = p.add_argument_group("with --kubeconfig")
-    cluster.add_argument(
-        "--context", metavar="NAME", help="kubeconfig context (default: its current context)"
-    )
-    cluster.add_argument(
-        "--cluster", metavar="NAME", help="cluster name in the watch events (default: the kubeconfig's)"
-    )
-    config = cluster.add_mutually_exclusive_group()
-    config.add_argument(
-        "--config", metavar="FILE", help="Kueue Configuration file, read at start as Kueue reads it"
-    )
-    config.add_argument(
-        "--config-map",
-        metavar="NAMESPACE/NAME",
-        help="ConfigMap carrying the Kueue Configuration (as kueue-manager-config does), watched",
-    )
+    add_cluster_options(cluster)
     p.set_defaults(func=run)
 
 
@@ -63,18 +50,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from kueuestream.agents.kube.runtime import run_cluster
-    from kueuestream.agents.kube.watch_service import WatchOptions, parse_config_map
 
-    try:
-        config_map = parse_config_map(args.config_map) if args.config_map else None
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    options = watch_options(args)
+    if options is None:
         return 2
-    options = WatchOptions(
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        cluster=args.cluster,
-        config_file=Path(args.config) if args.config else None,
-        config_map=config_map,
-    )
     return run_cluster(options, args.log_dir)

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
-from kueuestream.agents.kafka_commands import EXIT_INVALID
+from kueuestream.agents.cli.kafka_options import add_broker_options, with_broker_settings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("worker", help="a Faust worker on Kafka; any number share the shards")
-    p.add_argument("--broker", required=True, metavar="kafka://HOST:PORT")
     p.add_argument("--app-id", default="kueuestream")
-    p.add_argument("--topic-prefix", default="")
     p.add_argument("--datadir", default=None, help="Faust's local state directory")
     p.add_argument("--loglevel", default="warning", help="Faust's log level (debug, info, warning, error)")
     p.add_argument(
@@ -26,22 +23,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the watch comes from a cluster (kueuestream watch): its job integration creates the "
         "Workloads and stops the jobs, and kueuestream apply writes the decisions",
     )
-    add_kafka_options(p)
+    add_broker_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.faust_worker.app import run_worker
 
-    settings = settings_or_report(args, args.broker)
-    if settings is None:
-        return EXIT_INVALID
-    return run_worker(
-        settings,
-        app_id=args.app_id,
-        prefix=args.topic_prefix,
-        datadir=args.datadir,
-        loglevel=args.loglevel,
-        clock=not args.no_clock,
-        cluster=args.cluster,
+    return with_broker_settings(
+        args,
+        lambda settings: run_worker(
+            settings,
+            app_id=args.app_id,
+            prefix=args.topic_prefix,
+            datadir=args.datadir,
+            loglevel=args.loglevel,
+            clock=not args.no_clock,
+            cluster=args.cluster,
+        ),
     )

@@ -7,10 +7,10 @@ runs, benchmarks of the handlers alone).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
-from kueuestream.streams.log import Position, Record, UnknownTopicError
+from kueuestream.streams.log import KeyedRecords, Position, Record, UnknownTopicError
 from kueuestream.streams.topics import partition_counts, partition_for_key
 
 
@@ -22,7 +22,7 @@ class SyncLog(Protocol):
     def end_offsets_sync(self, topic: str) -> dict[int, int]: ...
 
     def append_many_sync(
-        self, topic: str, records: Iterable[tuple[bytes, bytes]], *, partition: int | None = None
+        self, topic: str, records: KeyedRecords, *, partition: int | None = None
     ) -> list[Position]: ...
 
     def read_sync(
@@ -55,7 +55,7 @@ class MemoryLog:
         return {p: len(records) for p, records in enumerate(self._topics[topic])}
 
     def append_many_sync(
-        self, topic: str, records: Iterable[tuple[bytes, bytes]], *, partition: int | None = None
+        self, topic: str, records: KeyedRecords, *, partition: int | None = None
     ) -> list[Position]:
         count = self.ensure_topic_sync(topic)
         parts = self._topics[topic]

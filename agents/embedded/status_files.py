@@ -91,9 +91,11 @@ class StatusDirectory:
             return ApplyOutcome.APPLIED, f"no status file for a {ref.kind}"
         if decision.action == Action.REJECTED:
             return ApplyOutcome.ERROR, decision.message
+        # A name is the object's problem and is recorded; a file system that
+        # refuses (permissions, a full disk) is the operator's and stops the run.
         try:
             return self._apply(decision, self.path_of(ref.namespace, ref.name))
-        except (UnsafeStatusPath, OSError) as exc:
+        except UnsafeStatusPath as exc:
             ident = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
             return ApplyOutcome.ERROR, f"Workload {ident!r}: status not written: {exc}"
 

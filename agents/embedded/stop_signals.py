@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any, Self
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -43,12 +43,7 @@ class StopRequest:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous.clear()

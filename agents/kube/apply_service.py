@@ -14,31 +14,25 @@ follows both topics. One ``apply`` per cluster may run at a time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 import sys
-from collections.abc import Callable
 from typing import TextIO
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from kueuestream.agents.faust_worker.publish import ensure_topics
-from kueuestream.agents.kafka_commands import report_invalid
-from kueuestream.agents.kube.api_calls import explain
-from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConfigError, KubeConnection, connect
+from kueuestream.agents.kafka_commands import run_with_kafka
+from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
 from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
 from kueuestream.agents.kube.rest import KubeObjects
+from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.kafka_log import KafkaLog
-from kueuestream.streams.kafka_settings import KafkaSettings, KafkaSettingsError, KafkaTarget, kafka_settings
-from kueuestream.streams.log import Log, LogError
+from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget
+from kueuestream.streams.log import Log
 from kueuestream.streams.schemas import AppliedRecord, DecisionRecord
-from kueuestream.streams.topics import decision_key, partition_for_key
 
-EXIT_USAGE = 2
 FLUSH_INTERVAL_S = 0.05
 POLL_MS = 200
 
@@ -92,13 +86,7 @@ class KafkaApplier:
         if not self._outcomes:
             return
         records, self._outcomes = self._outcomes, []
-        by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
-        for record in records:
-            key = decision_key(record.ref.namespace, record.ref.name)
-            by_partition.setdefault(partition_for_key(key, self.applied_partitions), []).append(
-                (key, codec.encode(record))
-            )
-        for partition, items in sorted(by_partition.items()):
+        for partition, items in applied_batches(records, self.applied_partitions):
             await self.kafka.append_many(self.names.applied, items, partition=partition)
 
     async def follow(self) -> None:
@@ -160,7 +148,7 @@ async def _serve(
             asyncio.create_task(applier.side.jobs.run(), name="jobs"),
             asyncio.create_task(applier.flusher(), name="flush"),
         ]
-        stop = _on_signals([t.cancel for t in tasks])
+        stop = cancel_on_signals(*(t.cancel for t in tasks))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
@@ -182,18 +170,6 @@ async def _serve(
     return 0
 
 
-def _on_signals(cancels: list[Callable[[], object]]) -> Callable[[], None]:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: [c() for c in cancels])
-
-    def remove() -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-
-    return remove
-
-
 def run_apply(
     kubeconfig: str,
     broker: KafkaTarget,
@@ -203,21 +179,8 @@ def run_apply(
     out: TextIO | None = None,
 ) -> int:
     """``kueuestream apply``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
-    try:
-        settings = kafka_settings(broker)
-    except KafkaSettingsError as exc:
-        report_invalid(exc)
-        return EXIT_USAGE
-    try:
-        with contextlib.suppress(asyncio.CancelledError):
-            return asyncio.run(_serve(kubeconfig, context, settings, prefix, out or sys.stdout))
-        return 0
-    except KubeConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ApiException as exc:
-        print(f"error: {explain(exc)}", file=sys.stderr)
-        return 1
-    except LogError as exc:
-        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
-        return 1
+    return run_with_kafka(
+        broker,
+        lambda s: run_service(_serve(kubeconfig, context, s, prefix, out or sys.stdout), s.redact),
+        failures=(),
+    )

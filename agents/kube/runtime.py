@@ -25,33 +25,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.runtime import describe_decision, describe_error, now_ms
-from kueuestream.agents.kube.api_calls import explain
-from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConfigError, KubeConnection, connect
+from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
 from kueuestream.agents.kube.cluster_side import ClusterSide
-from kueuestream.agents.kube.config_file import ConfigFileError, config_file_event
+from kueuestream.agents.kube.config_file import config_file_event
 from kueuestream.agents.kube.resources import kinds_to_watch
 from kueuestream.agents.kube.rest import KubeObjects
+from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
 from kueuestream.agents.kube.watch_ledger import ledger_from_log
 from kueuestream.agents.kube.watch_service import WatchOptions
-from kueuestream.agents.kube.watcher import MissingKinds, Watcher
-from kueuestream.streams import codec
+from kueuestream.agents.kube.watcher import Watcher
 from kueuestream.streams.file_log import DEFAULT_DIRECTORY, FileLog
-from kueuestream.streams.log import LogError
 from kueuestream.streams.schemas import AppliedRecord, DecisionRecord, ErrorRecord, WatchEvent
-from kueuestream.streams.topics import decision_key, partition_for_key
 
-EXIT_USAGE = 2
 CLOCK_INTERVAL_S = 0.25
 
 Show = Callable[[str], None]
@@ -169,13 +162,7 @@ class EmbeddedCluster:
         if not self._outcomes:
             return
         records, self._outcomes = self._outcomes, []
-        by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
-        for record in records:
-            key = decision_key(record.ref.namespace, record.ref.name)
-            by_partition.setdefault(partition_for_key(key, self.applied_partitions), []).append(
-                (key, codec.encode(record))
-            )
-        for partition, items in sorted(by_partition.items()):
+        for partition, items in applied_batches(records, self.applied_partitions):
             self.log.append_many_sync(self.names.applied, items, partition=partition)
         self.stats.outcomes += len(records)
 
@@ -253,11 +240,10 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
             announcing = asyncio.create_task(announce())
             main = asyncio.current_task()
             assert main is not None
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, main.cancel)
+            stop = cancel_on_signals(main.cancel)
             with contextlib.suppress(asyncio.CancelledError):
                 await serve(runtime, watcher)
+            stop()
             announcing.cancel()
             jobs, applier = runtime.side.jobs.counters, runtime.side.applier.counters
             show(
@@ -272,14 +258,4 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
 
 def run_cluster(options: WatchOptions, log_dir: str | None = None, *, out: TextIO | None = None) -> int:
     """``kueuestream run --kubeconfig``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
-    try:
-        return asyncio.run(_run(options, Path(log_dir) if log_dir else DEFAULT_DIRECTORY, out or sys.stdout))
-    except (KubeConfigError, ConfigFileError, MissingKinds) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ApiException as exc:
-        print(f"error: {explain(exc)}", file=sys.stderr)
-        return 1
-    except LogError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return run_service(_run(options, Path(log_dir) if log_dir else DEFAULT_DIRECTORY, out or sys.stdout))

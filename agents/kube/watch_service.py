@@ -9,30 +9,24 @@ at a time: two would both write every change.
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from kueuestream.agents.faust_worker.publish import ensure_topics
-from kueuestream.agents.kafka_commands import report_invalid
-from kueuestream.agents.kube.api_calls import explain
-from kueuestream.agents.kube.client import KubeConfigError, KubeConnection, connect
-from kueuestream.agents.kube.config_file import ConfigFileError, config_file_event
+from kueuestream.agents.kafka_commands import run_with_kafka
+from kueuestream.agents.kube.client import KubeConnection, connect
+from kueuestream.agents.kube.config_file import config_file_event
 from kueuestream.agents.kube.log_sink import LogSink
 from kueuestream.agents.kube.resources import kinds_to_watch
+from kueuestream.agents.kube.serving import cancel_on_signals, run_service
 from kueuestream.agents.kube.watch_ledger import ledger_from_log
-from kueuestream.agents.kube.watcher import MissingKinds, Watcher, wall_clock_ms
+from kueuestream.agents.kube.watcher import Watcher, wall_clock_ms
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.kafka_log import KafkaLog
-from kueuestream.streams.kafka_settings import KafkaSettings, KafkaSettingsError, KafkaTarget, kafka_settings
-from kueuestream.streams.log import Log, LogError
-
-EXIT_USAGE = 2
+from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget
+from kueuestream.streams.log import Log
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +66,7 @@ async def _serve(options: WatchOptions, broker: KafkaSettings, prefix: str, out:
         await ensure_topics(kafka, names)
         watcher = await start_watcher(conn, kafka, names, options)
         task = asyncio.create_task(watcher.run())
-        stop = _on_signals(task.cancel)
+        stop = cancel_on_signals(task.cancel)
         synced = asyncio.create_task(watcher.synced.wait())
         await asyncio.wait({task, synced}, return_when=asyncio.FIRST_COMPLETED)
         if synced.done() and not task.done():
@@ -101,35 +95,12 @@ async def _serve(options: WatchOptions, broker: KafkaSettings, prefix: str, out:
     return 0
 
 
-def _on_signals(cancel: Callable[[], object]) -> Callable[[], None]:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, cancel)
-
-    def remove() -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-
-    return remove
-
-
 def run_watch(
     options: WatchOptions, broker: KafkaTarget, *, prefix: str = "", out: TextIO | None = None
 ) -> int:
     """``kueuestream watch``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
-    try:
-        settings = kafka_settings(broker)
-    except KafkaSettingsError as exc:
-        report_invalid(exc)
-        return EXIT_USAGE
-    try:
-        return asyncio.run(_serve(options, settings, prefix, out or sys.stdout))
-    except (KubeConfigError, ConfigFileError, MissingKinds) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ApiException as exc:
-        print(f"error: {explain(exc)}", file=sys.stderr)
-        return 1
-    except LogError as exc:
-        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
-        return 1
+    return run_with_kafka(
+        broker,
+        lambda settings: run_service(_serve(options, settings, prefix, out or sys.stdout), settings.redact),
+        failures=(),
+    )

@@ -12,7 +12,7 @@ import asyncio
 import shutil
 import threading
 import uuid
-from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +25,7 @@ from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.kafka_settings import KafkaTarget
-from kueuestream.streams.log import Position, Record
+from kueuestream.streams.log import KeyedRecords, Position, Record
 from kueuestream.streams.schemas import DecisionRecord, WatchEventType
 
 T = TypeVar("T")
@@ -100,7 +100,7 @@ class _SyncKafkaLog:
         return self._run(self._log.end_offsets(topic))
 
     def append_many_sync(
-        self, topic: str, records: Iterable[tuple[bytes, bytes]], *, partition: int | None = None
+        self, topic: str, records: KeyedRecords, *, partition: int | None = None
     ) -> list[Position]:
         return self._run(self._log.append_many(topic, list(records), partition=partition))
 

@@ -75,32 +75,6 @@ def cluster_queue(name: str, flavor_name: str, cpu: str, preemption: str = "Neve
     }
 
 
-def job(
-    namespace: str,
-    name: str,
-    queue: str,
-    cpu: str = "1",
-    *,
-    priority_class: str = "",
-    node_selector: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    labels = {"kueue.x-k8s.io/queue-name": queue}
-    if priority_class:
-        labels["kueue.x-k8s.io/priority-class"] = priority_class
-    pod: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
-    }
-    if node_selector:
-        pod["nodeSelector"] = node_selector
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": {"spec": pod}},
-    }
-
-
 @dataclass
 class Quota:
     """A flavor, a ClusterQueue and a LocalQueue in the test's namespace."""

@@ -19,10 +19,10 @@ from tests.cluster.kube_rig import (
     condition,
     eventually,
     is_true,
-    job,
     start_runtime,
     unique,
 )
+from tests.helpers import queued_job
 
 pytestmark = pytest.mark.kube
 
@@ -41,7 +41,7 @@ async def test_a_job_runs_through_kueue_and_frees_its_quota_when_complete(
         q = await rig.quota("run", "1", node_labels={"instance": "spot"}, tolerations=SPOT)
         running = await start_runtime(rig.conn, tmp_path)
         try:
-            first = await rig.job(job(q.namespace, "first", q.local_queue))
+            first = await rig.job(queued_job(q.namespace, "first", q.local_queue))
             wl_name = workload_name("Job", "first", first["metadata"]["uid"])
 
             async def first_started() -> bool:
@@ -68,7 +68,7 @@ async def test_a_job_runs_through_kueue_and_frees_its_quota_when_complete(
             assert pod["spec"]["tolerations"] == SPOT
             assert pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "main"
 
-            second = await rig.job(job(q.namespace, "second", q.local_queue))
+            second = await rig.job(queued_job(q.namespace, "second", q.local_queue))
 
             async def second_pending() -> bool:
                 found = await rig.workload_of(second)
@@ -108,7 +108,7 @@ async def test_a_failed_job_finishes_its_workload_as_failed(kube_config: str, tm
         q = await rig.quota("fail", "1")
         running = await start_runtime(rig.conn, tmp_path)
         try:
-            created = await rig.job(job(q.namespace, "doomed", q.local_queue))
+            created = await rig.job(queued_job(q.namespace, "doomed", q.local_queue))
 
             async def started() -> bool:
                 return (await rig.read_job(created))["spec"].get("suspend") is False
@@ -147,7 +147,7 @@ async def test_eviction_suspends_the_job_and_restores_its_template(kube_config: 
         )
         running = await start_runtime(rig.conn, tmp_path)
         try:
-            low = await rig.job(job(q.namespace, "low", q.local_queue, node_selector={"disk": "ssd"}))
+            low = await rig.job(queued_job(q.namespace, "low", q.local_queue, node_selector={"disk": "ssd"}))
             original = (await rig.read_job(low))["spec"]["template"]
 
             async def low_started() -> bool:
@@ -157,7 +157,7 @@ async def test_eviction_suspends_the_job_and_restores_its_template(kube_config: 
             started = (await rig.read_job(low))["spec"]["template"]
             assert started["spec"]["nodeSelector"] == {"disk": "ssd", "instance": "on-demand"}
 
-            urgent = await rig.job(job(q.namespace, "urgent", q.local_queue, priority_class=high))
+            urgent = await rig.job(queued_job(q.namespace, "urgent", q.local_queue, priority_class=high))
 
             async def urgent_started() -> bool:
                 return (await rig.read_job(urgent))["spec"].get("suspend") is False
@@ -183,7 +183,7 @@ async def test_quota_raised_live_admits_the_waiting_job(kube_config: str, tmp_pa
         q = await rig.quota("live", "1")
         running = await start_runtime(rig.conn, tmp_path)
         try:
-            jobs = [await rig.job(job(q.namespace, f"j{i}", q.local_queue)) for i in range(2)]
+            jobs = [await rig.job(queued_job(q.namespace, f"j{i}", q.local_queue)) for i in range(2)]
 
             async def started() -> int:
                 return sum([(await rig.read_job(j))["spec"].get("suspend") is False for j in jobs])
@@ -212,7 +212,7 @@ async def test_a_restart_resumes_without_deciding_again(kube_config: str, tmp_pa
     async with cluster(kube_config) as rig:
         q = await rig.quota("restart", "2")
         running = await start_runtime(rig.conn, tmp_path)
-        first = await rig.job(job(q.namespace, "before", q.local_queue))
+        first = await rig.job(queued_job(q.namespace, "before", q.local_queue))
 
         async def first_started() -> bool:
             return (await rig.read_job(first))["spec"].get("suspend") is False
@@ -225,7 +225,7 @@ async def test_a_restart_resumes_without_deciding_again(kube_config: str, tmp_pa
         finally:
             await running.stop()
 
-        second = await rig.job(job(q.namespace, "while-down", q.local_queue))
+        second = await rig.job(queued_job(q.namespace, "while-down", q.local_queue))
         again = await start_runtime(rig.conn, tmp_path)
         try:
 
@@ -254,7 +254,7 @@ async def test_a_job_created_running_is_suspended_until_admitted(kube_config: st
         q = await rig.quota("unsusp", "0")
         running = await start_runtime(rig.conn, tmp_path)
         try:
-            body = job(q.namespace, "eager", q.local_queue)
+            body = queued_job(q.namespace, "eager", q.local_queue)
             body["spec"]["suspend"] = False
             eager = await rig.job(body)
 
@@ -275,7 +275,7 @@ async def test_an_api_server_restart_mid_stream_loses_nothing(kube_config: str, 
         q = await rig.quota("restart-api", "4")
         running = await start_runtime(rig.conn, tmp_path)
         try:
-            jobs = [await rig.job(job(q.namespace, f"before-{i}", q.local_queue)) for i in range(2)]
+            jobs = [await rig.job(queued_job(q.namespace, f"before-{i}", q.local_queue)) for i in range(2)]
             restart = await asyncio.create_subprocess_exec(
                 "bash",
                 str(REPO / "scripts" / "kube.sh"),
@@ -285,7 +285,7 @@ async def test_an_api_server_restart_mid_stream_loses_nothing(kube_config: str, 
             )
             _, err = await asyncio.wait_for(restart.communicate(), 180)
             assert restart.returncode == 0, err.decode()[-2000:]
-            jobs += [await rig.job(job(q.namespace, f"after-{i}", q.local_queue)) for i in range(2)]
+            jobs += [await rig.job(queued_job(q.namespace, f"after-{i}", q.local_queue)) for i in range(2)]
 
             async def all_started() -> bool:
                 return all([(await rig.read_job(j))["spec"].get("suspend") is False for j in jobs])

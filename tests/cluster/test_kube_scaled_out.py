@@ -24,7 +24,8 @@ from kueuestream.agents.kube.apply_service import KafkaApplier
 from kueuestream.agents.kube.watch_service import WatchOptions, start_watcher
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.kafka_log import KafkaLog
-from tests.cluster.kube_rig import Quota, Rig, cluster, eventually, is_true, job, start_runtime
+from tests.cluster.kube_rig import Quota, Rig, cluster, eventually, is_true, start_runtime
+from tests.helpers import queued_job
 
 pytestmark = [pytest.mark.kube, pytest.mark.kafka]
 
@@ -33,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 async def scenario(rig: Rig, q: Quota, timeout_s: float = 60) -> dict[str, Any]:
     """Three one-cpu Jobs on two cpus; the first completes; the statuses once all is settled."""
-    jobs = [await rig.job(job(q.namespace, f"j{i}", q.local_queue)) for i in range(3)]
+    jobs = [await rig.job(queued_job(q.namespace, f"j{i}", q.local_queue)) for i in range(3)]
 
     async def running(j: dict[str, Any]) -> bool:
         return (await rig.read_job(j))["spec"].get("suspend") is False

@@ -37,9 +37,9 @@ from kueuestream.streams.schemas import (
     WatchEventType,
 )
 from kueuestream.streams.topics import partition_for_shard, shard_for_root
-from tests.helpers import cluster_queue, flavor
-from tests.pipeline import scenario as sc
+from tests.helpers import NS, T0, cluster_queue, cpu_workload, flavor, two_trees
 from tests.pipeline.embedded_run import decisions, errors, run_steps
+from tests.pipeline.watch_streams import Stream
 
 QUEUES = flavor("default") + cluster_queue("q", "default: [{name: cpu, nominalQuota: 4}]")
 
@@ -225,14 +225,14 @@ def test_a_log_written_before_names_were_checked_still_restarts(
             name="a\x00b",
             type=WatchEventType.ADDED,
             object=bad,
-            timestamp=sc.T0,
+            timestamp=T0,
         )
         log.append_many_sync(names.watch, [(b"", codec.encode(event))], partition=0)
         # What ingest wrote for it before names were checked: the object, then a TICK to its shard.
         partition = partition_for_shard(shard, log.partitions_sync(names.admission))
         upsert = AdmissionEntry(
             shard=shard,
-            time_ms=sc.T0,
+            time_ms=T0,
             type=EventType.UPSERT,
             kind="Workload",
             namespace="default",
@@ -242,7 +242,7 @@ def test_a_log_written_before_names_were_checked_still_restarts(
         )
         tick = AdmissionEntry(
             shard=shard,
-            time_ms=sc.T0,
+            time_ms=T0,
             type=EventType.TICK,
             origin=Origin(stream=WATCH_STREAM, offset=offset, index=1),
         )
@@ -262,19 +262,19 @@ def test_a_log_written_before_names_were_checked_still_restarts(
 
 def test_a_watch_event_is_taken_in_only_under_its_own_key() -> None:
     """Key g1, object OTHER: refused, so a later delete of g1 cannot leave OTHER behind."""
-    stream = sc.Stream()
-    stream.listing(sc.two_trees())
+    stream = Stream()
+    stream.listing(two_trees())
     pipeline = run_steps(EmbeddedPipeline(MemoryLog()), stream.steps)
-    other = sc.workload("other", "lq-solo", 1)
+    other = cpu_workload("other", "lq-solo", 1)
     mismatched = WatchEvent(
         cluster="local",
         kind="Workload",
         apiVersion="kueue.x-k8s.io/v1beta1",
-        namespace=sc.NS,
+        namespace=NS,
         name="g1",
         type=WatchEventType.ADDED,
         object=other,
-        timestamp=sc.T0 + 5000,
+        timestamp=T0 + 5000,
     )
     pipeline.submit_raw([codec.encode(mismatched)])
     pipeline.pump()
