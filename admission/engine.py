@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kueuestream.admission import job_workload
 from kueuestream.admission.api.base import ApiModel
 from kueuestream.admission.api.batch import Job
 from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.api.kueue import LocalQueue, ResourceFlavor, Workload
 from kueuestream.admission.cache import Cache
-from kueuestream.admission.decode import decode, dump
+from kueuestream.admission.decode import decode
 from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
 from kueuestream.admission.fair_sharing import FairSharing
 from kueuestream.admission.jobs import is_queued, workload_for_job
@@ -89,7 +90,15 @@ class Engine:
         elif isinstance(obj, Job):
             if is_queued(obj):
                 wl = workload_for_job(obj)
-                self.lifecycle.upsert(wl, dump(wl))
+                # Printed as Kueue's job framework creates it, with the priority it resolves.
+                shown = job_workload.workload_for_job(manifest)
+                if obj.metadata.creation_timestamp:
+                    # The Workload is created as soon as the Job is seen.
+                    shown["metadata"]["creationTimestamp"] = obj.metadata.creation_timestamp
+                self.lifecycle.upsert(wl, shown)
+                rec = self.cache.workloads.get((wl.metadata.namespace, wl.metadata.name))
+                if rec is not None and rec.manifest is shown:
+                    shown["spec"]["priority"] = rec.priority
         else:
             self.cache.store(obj)
 

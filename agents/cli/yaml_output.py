@@ -43,7 +43,7 @@ _PLAIN = re.compile(r"[A-Za-z0-9_(./][A-Za-z0-9_./()=+;~,?\[\]{}-]*(?: [A-Za-z0-
 # Strings PyYAML writes single-quoted whenever it does not write them plain.
 _SINGLE = re.compile(r"[\x20-\x7e]+")
 # What keeps a one-line printable string from being plain in block context.
-_NOT_PLAIN = re.compile(r"^[,\[\]{}#&*!|>'\"%@`]|^[-?:](?: |$)|: |:$| #|^ | $")
+_NOT_PLAIN = re.compile(r"^[,\[\]{}#&*!|>'\"%@`]|^[-?:](?: |$)|^---|^\.\.\.|: |:$| #|^ | $")
 # Longer keys are written as "? key" by PyYAML; longer strings may be folded.
 _MAX_KEY = 100
 _MAX_STRING = 100_000
@@ -56,7 +56,8 @@ class _Unsure(Exception):
 def _scalar(value: str) -> str:
     if len(value) > _MAX_STRING:
         raise _Unsure(value)
-    if _PLAIN.fullmatch(value):
+    if _PLAIN.fullmatch(value) and not value.startswith("..."):
+        # A leading "..." reads as the end of a document, so PyYAML quotes it.
         if cached_resolve(_RESOLVER, ScalarNode, value, (True, False)) == _STR:
             return value
         return f"'{value}'"
