@@ -9,6 +9,7 @@ import yaml
 
 from kueuestream.admission.jobs import workload_name
 from kueuestream.agents.cli.main import main
+from kueuestream.agents.cli.tables import human_duration, render
 
 QUEUES = """
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -137,3 +138,117 @@ def test_a_workload_is_printed_as_its_author_wrote_it(
     shown = dict(items[0])
     shown.pop("status")
     assert shown == written
+
+
+# ---------------------------------------------------------------- tables
+
+PENDING = """
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: big, namespace: team, creationTimestamp: "2026-01-02T00:00:00Z"}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "3"}}}]}}
+"""
+
+
+def test_human_duration_as_kubectl_writes_ages() -> None:
+    """apimachinery's ``duration.HumanDuration``, boundary by boundary."""
+    cases = {
+        -2: "<invalid>",
+        -1: "0s",
+        0: "0s",
+        119: "119s",
+        120: "2m",
+        125: "2m5s",
+        599: "9m59s",
+        600: "10m",
+        3 * 3600 - 1: "179m",
+        3 * 3600: "3h",
+        3 * 3600 + 60: "3h1m",
+        8 * 3600: "8h",
+        47 * 3600: "47h",
+        48 * 3600: "2d",
+        50 * 3600: "2d2h",
+        8 * 86400: "8d",
+        2 * 365 * 86400: "2y",
+        (2 * 365 + 3) * 86400: "2y3d",
+        8 * 365 * 86400: "8y",
+    }
+    assert {s: human_duration(s) for s in cases} == cases
+
+
+def test_the_table_is_laid_out_as_kubectls_tab_writer_does() -> None:
+    """Cells padded by 3 to at least 10 characters, the last column not padded."""
+    assert render(["name", "x"], [["a", "1"], ["a-long-name", ""]]) == (
+        "NAME          X\na             1\na-long-name   \n"
+    )
+    assert render(["a", "b"], [["x", "y"]]) == "A         B\nx         y\n"
+
+
+def test_admit_prints_kueues_workload_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kueue's Workload printer columns, as ``kubectl get workloads -A`` shows them."""
+    out = _admit(tmp_path, capsys, QUEUES + "---" + JOB + PENDING, "-o", "wide")
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "QUEUE", "RESERVED", "IN", "ADMITTED", "FINISHED", "AGE"]
+    rows = {line.split()[1]: line for line in lines[1:]}
+    job_workload = workload_name("Job", "sample", "0b6f1a52-2b4e-4d6a-9d0c-2f3f6f1b1c11")
+    assert rows[job_workload].split()[:5] == ["team", job_workload, "lq", "cq", "True"]
+    # Pending: nothing reserved, no Admitted condition, so both cells are blank.
+    assert rows["big"].split()[:3] == ["team", "big", "lq"]
+    assert len(rows["big"].split()) == 4
+    header = lines[0]
+    assert rows["big"][header.index("RESERVED IN") : header.index("AGE")].strip() == ""
+
+
+def _get(capsys: pytest.CaptureFixture[str], path: Path, *args: str) -> str:
+    assert main(["get", *args, str(path)]) == 0
+    return capsys.readouterr().out
+
+
+def test_get_clusterqueues_shows_pending_admitted_and_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kueue's ClusterQueue printer columns, and ``status`` counts and flavor usage as its
+    ClusterQueue controller writes them (``pendingWorkloads``, ``reservingWorkloads``,
+    ``admittedWorkloads``, ``flavorsReservation``, ``flavorsUsage``)."""
+    path = tmp_path / "in.yaml"
+    path.write_text(QUEUES + "---" + JOB + PENDING)
+    assert _get(capsys, path, "clusterqueues").splitlines() == [
+        "NAME      COHORT    PENDING WORKLOADS",
+        "cq                  1",
+    ]
+    wide = _get(capsys, path, "cq", "-o", "wide").splitlines()
+    assert wide[0].split() == [
+        "NAME",
+        "COHORT",
+        "STRATEGY",
+        "PENDING",
+        "WORKLOADS",
+        "ADMITTED",
+        "WORKLOADS",
+        "USAGE",
+    ]
+    assert wide[1].split() == ["cq", "BestEffortFIFO", "1", "1", "default:", "cpu=2/4"]
+    (cq,) = yaml.safe_load(_get(capsys, path, "cq", "-o", "yaml"))["items"]
+    usage = [{"name": "default", "resources": [{"name": "cpu", "total": "2", "borrowed": "0"}]}]
+    assert cq["status"] == {
+        "pendingWorkloads": 1,
+        "reservingWorkloads": 1,
+        "admittedWorkloads": 1,
+        "flavorsReservation": usage,
+        "flavorsUsage": usage,
+    }
+    assert cq["spec"] == yaml.safe_load(QUEUES.split("---")[1])["spec"]
+
+
+def test_get_workloads_defaults_to_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.yaml"
+    path.write_text(QUEUES + PENDING)
+    lines = _get(capsys, path, "wl").splitlines()
+    assert lines[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert lines[1].split()[:3] == ["team", "big", "lq"]
