@@ -13,6 +13,8 @@ written with the ``UnadmittedWorkloadsObservability`` gate off
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.events import Action
@@ -365,3 +367,29 @@ spec: {parentName: org}
         cond = r.condition("b", kind)
         assert cond is not None and cond["message"] == message, kind
     assert r.admitted() == ["own"]
+
+
+# ---------------------------------------------------------------- property
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nominal=st.integers(min_value=1, max_value=8),
+    used=st.integers(min_value=0, max_value=8),
+    request=st.integers(min_value=1, max_value=12),
+    gated=st.booleans(),
+)
+def test_the_reason_follows_the_quota_arithmetic(nominal: int, used: int, request: int, gated: bool) -> None:
+    """``fitsResourceQuota`` in one queue without a cohort: more than the nominal quota is
+    ExceedsMaxQuota, more than what is free is WaitingForQuota, anything else is admitted."""
+    used = min(used, nominal)
+    text = flavor("default") + cluster_queue("q", f"default: [{{name: cpu, nominalQuota: {nominal}}}]")
+    if used:
+        text += workload("running", "q", cpu=str(used), created="2024-01-01T00:00:00Z")
+    text += workload("w", "q", cpu=str(request), created="2024-01-01T00:00:01Z")
+    r = run(text, None if gated else GATE_OFF)
+    if request <= nominal - used:
+        assert r.is_admitted("w")
+        return
+    expected = "ExceedsMaxQuota" if request > nominal else "WaitingForQuota"
+    assert reserved(r, "w")[0] == (expected if gated else "Pending")
