@@ -201,6 +201,8 @@ def assign_flavors(
 ) -> Assignment:
     result = Assignment(pod_sets=[], mode=Mode.FIT, borrows=False, usage={}, preempt_frs=set())
     skipped: set[str] = set()
+    # One line per pod set that does not simply fit, as Kueue's ``Assignment.Message`` joins them.
+    messages: list[str] = []
     for ps in pod_sets:
         by_group: dict[int, dict[str, int]] = {}
         for resource in sorted(ps.requests):
@@ -213,10 +215,11 @@ def assign_flavors(
                     skipped.add(resource)
                     continue
                 result.mode = Mode.NO_FIT
-                result.message = (
+                messages.append(
                     f"couldn't assign flavors to pod set {ps.name}: "
                     f"resource {resource} unavailable in ClusterQueue"
                 )
+                result.message = "; ".join(messages)
                 result.no_fit_reason = NO_MATCHING_FLAVOR
                 return result
             by_group.setdefault(index, {})[resource] = amount
@@ -226,13 +229,16 @@ def assign_flavors(
         group_reasons: list[str] = []
         for index in sorted(by_group):
             requests = by_group[index]
-            choice = _assign_group(
-                view, view.groups[index], requests, ps.spec, flavors, result.usage, reasons
-            )
+            said: list[str] = []
+            choice = _assign_group(view, view.groups[index], requests, ps.spec, flavors, result.usage, said)
+            if choice.mode != Mode.FIT:
+                # A group that found a flavor that fits says nothing, as in Kueue.
+                reasons += said
             group_reasons.append(choice.no_fit_reason)
             if choice.mode == Mode.NO_FIT:
                 result.mode = Mode.NO_FIT
-                result.message = f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}"
+                messages.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}")
+                result.message = "; ".join(messages)
                 result.no_fit_reason = most_severe(r for r in group_reasons if r) or NO_MATCHING_FLAVOR
                 return result
             result.mode = min(result.mode, choice.mode)
@@ -244,8 +250,9 @@ def assign_flavors(
                 result.usage[fr] = result.usage.get(fr, 0) + requests[resource]
                 if choice.modes[fr] == Mode.PREEMPT:
                     result.preempt_frs.add(fr)
-        if result.mode == Mode.PREEMPT and not result.message and reasons:
-            result.message = f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}"
+        if reasons:
+            messages.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}")
         result.pod_sets.append(psa)
+    result.message = "; ".join(messages)
     result.skipped_resources = sorted(skipped)
     return result

@@ -197,7 +197,49 @@ spec: {clusterQueue: q}
         )
     )
     r = run(text)
-    assert reserved(r, "w")[0] == "NoMatchingFlavor"
+    # The message, though, is only the failing group's: a search that fit says nothing.
+    assert reserved(r, "w") == (
+        "NoMatchingFlavor",
+        "couldn't assign flavors to pod set main: insufficient quota for memory in flavor mem, "
+        "previously considered podsets requests (0) + current podset request (2Gi) > maximum capacity (1Gi)",
+    )
+
+
+def test_every_pod_set_that_does_not_simply_fit_is_named() -> None:
+    """``Assignment.Message``: one line per pod set whose flavor search did not end on a fit,
+    joined by "; "; the reason comes from the pod sets that cannot fit at all (here ``b``:
+    ExceedsMaxQuota, while ``a`` could fit by preempting)."""
+    r = run(
+        flavor("default")
+        + cluster_queue("q", CQ4, spec_extra="  preemption: {withinClusterQueue: LowerPriority}")
+        + workload("low", "q", cpu="4", priority=1)
+    )
+    r.tick()
+    r.load(
+        """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: w, namespace: default, creationTimestamp: "2024-01-01T00:00:01Z"}
+spec:
+  queueName: q-lq
+  priority: 10
+  podSets:
+  - name: a
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "2"}}}]}}
+  - name: b
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "5"}}}]}}
+---"""
+    )
+    assert r.admitted() == ["low"]
+    assert reserved(r, "w") == (
+        "ExceedsMaxQuota",
+        "couldn't assign flavors to pod set a: insufficient unused quota for cpu in flavor default, "
+        "2 more needed; couldn't assign flavors to pod set b: insufficient quota for cpu in flavor "
+        "default, previously considered podsets requests (2) + current podset request (5) > "
+        "maximum capacity (4)",
+    )
 
 
 # ---------------------------------------------------------------- the scheduler's reasons
