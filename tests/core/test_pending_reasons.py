@@ -435,3 +435,30 @@ def test_the_reason_follows_the_quota_arithmetic(nominal: int, used: int, reques
         return
     expected = "ExceedsMaxQuota" if request > nominal else "WaitingForQuota"
     assert reserved(r, "w")[0] == (expected if gated else "Pending")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    loads=st.lists(
+        st.tuples(st.integers(min_value=1, max_value=4), st.integers(min_value=0, max_value=3)),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_the_engine_never_writes_the_job_stopped_signal(loads: list[tuple[int, int]]) -> None:
+    """With a cluster, QuotaReserved=False/PendingEvaluation beside Evicted=True is the job
+    integration's word that an evicted job stopped (``JobReconciler`` "handle eviction");
+    whatever preempts whom, no decision of the engine carries that pair."""
+    r = run(
+        flavor("default")
+        + cluster_queue("q", CQ4, spec_extra="  preemption: {withinClusterQueue: LowerPriority}"),
+        EXPLICIT,
+    )
+    for i, (cpu, priority) in enumerate(loads):
+        r.tick()
+        r.load(workload(f"w{i}", "q", cpu=str(cpu), priority=priority, created=f"2024-01-01T00:00:{i:02d}Z"))
+    for decision in r.decisions:
+        conditions = {c["type"]: c for c in decision.status.get("conditions", [])}
+        evicted = conditions.get("Evicted", {}).get("status") == "True"
+        reserved_cond = conditions.get("QuotaReserved", {})
+        assert not (evicted and reserved_cond.get("reason") == "PendingEvaluation"), decision
