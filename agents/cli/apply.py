@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from kueuestream.agents.cli.cluster_options import add_connection_options, add_lease_options, lease_or_report
 from kueuestream.agents.cli.kafka_options import add_broker_options, with_broker_settings
 
 
@@ -13,7 +14,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="write the decisions in Kafka to a cluster's Workloads and run its queued Jobs "
         "(beside kueuestream watch and workers started with --cluster)",
     )
-    p.add_argument("--kubeconfig", required=True, metavar="PATH")
+    add_connection_options(p)
+    add_lease_options(p, "kueuestream-apply")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current context)")
     add_broker_options(p)
     p.set_defaults(func=run)
@@ -22,7 +24,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.kube.apply_service import run_apply
 
+    lease, ok = lease_or_report(args)
+    if not ok:
+        return 2
     return with_broker_settings(
         args,
-        lambda settings: run_apply(args.kubeconfig, settings, context=args.context, prefix=args.topic_prefix),
+        lambda s: run_apply(args.kubeconfig, s, context=args.context, prefix=args.topic_prefix, lease=lease),
     )

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kueuestream.agents.cli.cluster_options import add_cluster_options, watch_options
+from kueuestream.agents.cli.cluster_options import (
+    IN_CLUSTER_HELP,
+    add_cluster_options,
+    add_lease_options,
+    lease_or_report,
+    watch_options,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,12 +25,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PATH",
         help="a cluster: watch it, write Workload status to it, run its queued Jobs",
     )
+    source.add_argument("--in-cluster", action="store_true", help=f"a cluster, {IN_CLUSTER_HELP}")
     p.add_argument("--log-dir", metavar="DIR", help="the admission log (default ./.kueuestream)")
     folder = p.add_argument_group("with --source")
     folder.add_argument("--status-dir", metavar="DIR", help="one Kueue status file per Workload")
     folder.add_argument("--once", action="store_true", help="process what is there now, then stop")
-    cluster = p.add_argument_group("with --kubeconfig")
+    cluster = p.add_argument_group("with --kubeconfig or --in-cluster")
     add_cluster_options(cluster)
+    add_lease_options(p, "kueuestream-run")
     p.set_defaults(func=run)
 
 
@@ -35,10 +43,14 @@ def run(args: argparse.Namespace) -> int:
             "cluster": "--cluster",
             "config": "--config",
             "config_map": "--config-map",
+            "leader_elect": "--leader-elect",
         }
         given = [flag for attr, flag in flags.items() if getattr(args, attr)]
         if given:
-            print(f"error: {', '.join(given)} go with --kubeconfig, not --source", file=sys.stderr)
+            print(
+                f"error: {', '.join(given)} go with --kubeconfig or --in-cluster, not --source",
+                file=sys.stderr,
+            )
             return 2
         from kueuestream.agents.embedded.runtime import run_source
 
@@ -52,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.kube.runtime import run_cluster
 
     options = watch_options(args)
-    if options is None:
+    lease, ok = lease_or_report(args)
+    if options is None or not ok:
         return 2
-    return run_cluster(options, args.log_dir)
+    return run_cluster(options, args.log_dir, lease=lease)

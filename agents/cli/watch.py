@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from kueuestream.agents.cli.cluster_options import add_cluster_options, watch_options
+from kueuestream.agents.cli.cluster_options import (
+    add_cluster_options,
+    add_connection_options,
+    add_lease_options,
+    lease_or_report,
+    watch_options,
+)
 from kueuestream.agents.cli.kafka_options import add_broker_options, with_broker_settings
 
 
@@ -13,9 +19,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "watch",
         help="list and watch a Kubernetes cluster into Kafka kueue.watch, for any number of workers",
     )
-    p.add_argument("--kubeconfig", required=True, metavar="PATH")
+    add_connection_options(p)
     add_cluster_options(p)
     add_broker_options(p)
+    add_lease_options(p, "kueuestream-watch")
     p.set_defaults(func=run)
 
 
@@ -23,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.kube.watch_service import run_watch
 
     options = watch_options(args)
-    if options is None:
+    lease, ok = lease_or_report(args)
+    if options is None or not ok:
         return 2
-    return with_broker_settings(args, lambda settings: run_watch(options, settings, prefix=args.topic_prefix))
+    return with_broker_settings(args, lambda s: run_watch(options, s, prefix=args.topic_prefix, lease=lease))

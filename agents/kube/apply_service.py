@@ -23,6 +23,7 @@ from kueuestream.agents.faust_worker.publish import ensure_topics
 from kueuestream.agents.kafka_commands import run_with_kafka
 from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
 from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
+from kueuestream.agents.kube.lease import LeaseSettings, leadership
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
 from kueuestream.agents.topic_names import TopicNames
@@ -131,11 +132,26 @@ class KafkaApplier:
 
 
 async def _serve(
-    kubeconfig: str, context: str | None, broker: KafkaSettings, prefix: str, out: TextIO
+    kubeconfig: str | None,
+    context: str | None,
+    broker: KafkaSettings,
+    prefix: str,
+    out: TextIO,
+    lease: LeaseSettings | None,
 ) -> int:
     names = TopicNames(prefix)
-    async with await connect(kubeconfig, context) as conn, KafkaLog(broker) as kafka:
+    main = asyncio.current_task()
+    assert main is not None
+    stop_waiting = cancel_on_signals(main.cancel)
+    async with (
+        await connect(kubeconfig, context) as conn,
+        leadership(conn.api, lease, lambda line: print(line, file=out, flush=True)) as elector,
+        KafkaLog(broker) as kafka,
+    ):
+        stop_waiting()
         applier = KafkaApplier(conn, kafka, broker, names)
+        if elector is not None:
+            applier.objects.guard = elector.check
         queued = await applier.start()
         print(
             f"applying {names.decisions} to {conn.server} (context {conn.context}); "
@@ -171,16 +187,17 @@ async def _serve(
 
 
 def run_apply(
-    kubeconfig: str,
+    kubeconfig: str | None,
     broker: KafkaTarget,
     *,
     context: str | None = None,
     prefix: str = "",
     out: TextIO | None = None,
+    lease: LeaseSettings | None = None,
 ) -> int:
     """``kueuestream apply``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
     return run_with_kafka(
         broker,
-        lambda s: run_service(_serve(kubeconfig, context, s, prefix, out or sys.stdout), s.redact),
+        lambda s: run_service(_serve(kubeconfig, context, s, prefix, out or sys.stdout, lease), s.redact),
         failures=(),
     )

@@ -2,7 +2,9 @@
 
 The connection comes from a kubeconfig file and one of its contexts, loaded
 into a kubernetes_asyncio ``ApiClient`` without ever writing the file back
-(token refreshes stay in memory).
+(token refreshes stay in memory), or, in a pod, from its service account
+(``--in-cluster``: the mounted token, which the loader reads again as the
+kubelet rotates it, and the ``KUBERNETES_SERVICE_*`` variables).
 
 A call is retried when the failure is the server's or the network's, not the
 caller's: 429 Too Many Requests (after the server's ``Retry-After`` when it
@@ -14,8 +16,9 @@ lost or refused connection and a timeout. Everything else (403, 404, 409,
 from __future__ import annotations
 
 import asyncio
+import os
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -150,8 +153,17 @@ def _context_entry(kubeconfig: Path, context: str | None) -> tuple[str, dict[str
     raise KubeConfigError(f"kubeconfig {kubeconfig}: context {wanted!r} not found; expected one of: {known}")
 
 
-async def connect(kubeconfig: str | Path, context: str | None = None) -> KubeConnection:
-    """A client for the API server that ``context`` (default: the current context) points at."""
+IN_CLUSTER = "in-cluster"  # the cluster name and context of a connection from a pod
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+async def connect(kubeconfig: str | Path | None, context: str | None = None) -> KubeConnection:
+    """A client for the API server that ``context`` (default: the current context) points at.
+
+    Without a kubeconfig, the pod's own service account (:func:`connect_in_cluster`).
+    """
+    if kubeconfig is None:
+        return connect_in_cluster()
     path = Path(kubeconfig)
     name, entry = _context_entry(path, context)
     configuration = k8s.Configuration()
@@ -164,3 +176,25 @@ async def connect(kubeconfig: str | Path, context: str | None = None) -> KubeCon
     cluster = (entry.get("context") or {}).get("cluster") or name
     api = k8s.ApiClient(configuration=configuration)
     return KubeConnection(api=api, context=name, cluster=str(cluster), server=str(configuration.host))
+
+
+def connect_in_cluster(
+    account_dir: Path = SERVICE_ACCOUNT_DIR, environ: Mapping[str, str] | None = None
+) -> KubeConnection:
+    """A client with the service account Kubernetes mounts into a pod."""
+    configuration = k8s.Configuration()
+    loader = k8s_config.incluster_config.InClusterConfigLoader(
+        token_filename=str(account_dir / "token"),
+        cert_filename=str(account_dir / "ca.crt"),
+        environ=dict(os.environ if environ is None else environ),
+    )
+    try:
+        loader.load_and_set(configuration)
+    except k8s_config.ConfigException as exc:
+        raise KubeConfigError(
+            f"--in-cluster: {exc} (in a pod, Kubernetes sets KUBERNETES_SERVICE_HOST and "
+            f"KUBERNETES_SERVICE_PORT and mounts the service account in {account_dir}; "
+            "elsewhere, give --kubeconfig)"
+        ) from exc
+    api = k8s.ApiClient(configuration=configuration)
+    return KubeConnection(api=api, context=IN_CLUSTER, cluster=IN_CLUSTER, server=str(configuration.host))

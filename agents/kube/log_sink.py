@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kueuestream.streams import codec
 from kueuestream.streams.log import Log
@@ -16,7 +16,11 @@ class LogSink:
     def __init__(self, log: Log, topic: str) -> None:
         self.log = log
         self.topic = topic
+        # Called before every append; raises to forbid it (a replica that lost its Lease).
+        self.guard: Callable[[], None] | None = None
 
     async def emit(self, events: Sequence[WatchEvent]) -> None:
+        if self.guard is not None:
+            self.guard()
         records = [(watch_key(e.cluster, e.kind, e.namespace, e.name), codec.encode(e)) for e in events]
         await self.log.append_many(self.topic, records, partition=0)

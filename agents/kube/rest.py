@@ -15,6 +15,7 @@ is raised as the client's ``ApiException``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,8 @@ class KubeObjects:
         self.retry = retry
         self.reads = 0
         self.writes = 0
+        # Called before every write; raises to forbid it (a replica that lost its Lease).
+        self.guard: Callable[[], None] | None = None
 
     async def _call(self, method: str, path: str, body: Any = None, content_type: str = "") -> Manifest:
         headers = {"Accept": "application/json"}
@@ -114,16 +117,21 @@ class KubeObjects:
         self.reads += 1
         return await self._call("GET", resource.path(namespace, name))
 
-    async def create(self, resource: Resource, namespace: str, body: Manifest) -> Manifest:
+    def _may_write(self) -> None:
+        if self.guard is not None:
+            self.guard()
         self.writes += 1
+
+    async def create(self, resource: Resource, namespace: str, body: Manifest) -> Manifest:
+        self._may_write()
         return await self._call("POST", resource.path(namespace), body, "application/json")
 
     async def patch(
         self, resource: Resource, namespace: str, name: str, body: Manifest, subresource: str = ""
     ) -> Manifest:
-        self.writes += 1
+        self._may_write()
         return await self._call("PATCH", resource.path(namespace, name, subresource), body, MERGE_PATCH)
 
     async def delete(self, resource: Resource, namespace: str, name: str) -> Manifest:
-        self.writes += 1
+        self._may_write()
         return await self._call("DELETE", resource.path(namespace, name))

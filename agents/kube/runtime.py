@@ -36,6 +36,7 @@ from kueuestream.agents.embedded.runtime import describe_decision, describe_erro
 from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
 from kueuestream.agents.kube.cluster_side import ClusterSide
 from kueuestream.agents.kube.config_file import config_file_event
+from kueuestream.agents.kube.lease import LeaseSettings, leadership
 from kueuestream.agents.kube.resources import kinds_to_watch
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
@@ -218,11 +219,17 @@ async def serve(runtime: EmbeddedCluster, watcher: Watcher) -> None:
         runtime.flush()
 
 
-async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
+async def _run(options: WatchOptions, log_dir: Path, out: TextIO, lease: LeaseSettings | None) -> int:
     def show(line: str) -> None:
         print(line, file=out, flush=True)
 
-    async with await connect(options.kubeconfig, options.context) as conn:
+    main = asyncio.current_task()
+    assert main is not None
+    stop = cancel_on_signals(main.cancel)
+    async with (
+        await connect(options.kubeconfig, options.context) as conn,
+        leadership(conn.api, lease, show) as elector,
+    ):
         # Appends are made durable a group at a time (EmbeddedCluster persists each group).
         with FileLog(log_dir, fsync=False) as log:
             runtime, watcher = await open_cluster(
@@ -232,18 +239,16 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
                 on_decision=lambda d: show(describe_decision(d)),
                 on_error=lambda e: show(describe_error(e)),
             )
+            if elector is not None:
+                runtime.objects.guard = elector.check
 
             async def announce() -> None:
                 await watcher.synced.wait()
                 show(f"running against {conn.server} (context {conn.context}); log in {log_dir}")
 
             announcing = asyncio.create_task(announce())
-            main = asyncio.current_task()
-            assert main is not None
-            stop = cancel_on_signals(main.cancel)
             with contextlib.suppress(asyncio.CancelledError):
                 await serve(runtime, watcher)
-            stop()
             announcing.cancel()
             jobs, applier = runtime.side.jobs.counters, runtime.side.applier.counters
             show(
@@ -253,9 +258,17 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO) -> int:
                 f"{jobs.jobs_stopped} stopped; {runtime.objects.writes} API writes, "
                 f"{runtime.objects.reads} API reads; log in {log_dir}"
             )
+    stop()
     return 0
 
 
-def run_cluster(options: WatchOptions, log_dir: str | None = None, *, out: TextIO | None = None) -> int:
+def run_cluster(
+    options: WatchOptions,
+    log_dir: str | None = None,
+    *,
+    out: TextIO | None = None,
+    lease: LeaseSettings | None = None,
+) -> int:
     """``kueuestream run --kubeconfig``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
-    return run_service(_run(options, Path(log_dir) if log_dir else DEFAULT_DIRECTORY, out or sys.stdout))
+    log = Path(log_dir) if log_dir else DEFAULT_DIRECTORY
+    return run_service(_run(options, log, out or sys.stdout, lease))

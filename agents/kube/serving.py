@@ -21,6 +21,7 @@ from kueuestream.agents.kafka_commands import EXIT_FAILED, EXIT_INVALID
 from kueuestream.agents.kube.api_calls import explain
 from kueuestream.agents.kube.client import KubeConfigError
 from kueuestream.agents.kube.config_file import ConfigFileError
+from kueuestream.agents.kube.lease import LeaseLost
 from kueuestream.agents.kube.watcher import MissingKinds
 from kueuestream.streams import codec
 from kueuestream.streams.log import LogError
@@ -41,6 +42,9 @@ def run_service(main: Coroutine[Any, Any, int], redact: Callable[[str], str] = s
         return EXIT_INVALID
     except ApiException as exc:
         print(f"error: {explain(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except LeaseLost as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except LogError as exc:
         print(f"error: {redact(str(exc))}", file=sys.stderr)

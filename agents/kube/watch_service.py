@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +19,7 @@ from kueuestream.agents.faust_worker.publish import ensure_topics
 from kueuestream.agents.kafka_commands import run_with_kafka
 from kueuestream.agents.kube.client import KubeConnection, connect
 from kueuestream.agents.kube.config_file import config_file_event
+from kueuestream.agents.kube.lease import LeaseSettings, leadership
 from kueuestream.agents.kube.log_sink import LogSink
 from kueuestream.agents.kube.resources import kinds_to_watch
 from kueuestream.agents.kube.serving import cancel_on_signals, run_service
@@ -31,7 +33,7 @@ from kueuestream.streams.log import Log
 
 @dataclass(frozen=True, slots=True)
 class WatchOptions:
-    kubeconfig: str
+    kubeconfig: str | None  # None: in a pod, its service account
     context: str | None = None
     cluster: str | None = None  # default: the kubeconfig's name for the context's cluster
     config_file: Path | None = None
@@ -47,11 +49,21 @@ def parse_config_map(value: str) -> tuple[str, str]:
     return namespace, name
 
 
-async def start_watcher(conn: KubeConnection, log: Log, names: TopicNames, options: WatchOptions) -> Watcher:
-    """A watcher for ``conn``'s cluster resuming from ``log``, with the Configuration file already sent."""
+async def start_watcher(
+    conn: KubeConnection,
+    log: Log,
+    names: TopicNames,
+    options: WatchOptions,
+    guard: Callable[[], None] | None = None,
+) -> Watcher:
+    """A watcher for ``conn``'s cluster resuming from ``log``, with the Configuration file already sent.
+
+    ``guard`` is called before every append (a replica's Lease check).
+    """
     cluster = options.cluster or conn.cluster
     ledger = await ledger_from_log(log, names.watch, cluster)
     sink = LogSink(log, names.watch)
+    sink.guard = guard
     if options.config_file is not None:
         event = config_file_event(options.config_file, ledger, wall_clock_ms())
         if event is not None:
@@ -60,11 +72,21 @@ async def start_watcher(conn: KubeConnection, log: Log, names: TopicNames, optio
     return Watcher(conn, sink, ledger, kinds_to_watch(options.config_map))
 
 
-async def _serve(options: WatchOptions, broker: KafkaSettings, prefix: str, out: TextIO) -> int:
+async def _serve(
+    options: WatchOptions, broker: KafkaSettings, prefix: str, out: TextIO, lease: LeaseSettings | None
+) -> int:
     names = TopicNames(prefix)
-    async with await connect(options.kubeconfig, options.context) as conn, KafkaLog(broker) as kafka:
+    main = asyncio.current_task()
+    assert main is not None
+    stop_waiting = cancel_on_signals(main.cancel)
+    async with (
+        await connect(options.kubeconfig, options.context) as conn,
+        leadership(conn.api, lease, lambda line: print(line, file=out, flush=True)) as elector,
+        KafkaLog(broker) as kafka,
+    ):
+        stop_waiting()
         await ensure_topics(kafka, names)
-        watcher = await start_watcher(conn, kafka, names, options)
+        watcher = await start_watcher(conn, kafka, names, options, elector.check if elector else None)
         task = asyncio.create_task(watcher.run())
         stop = cancel_on_signals(task.cancel)
         synced = asyncio.create_task(watcher.synced.wait())
@@ -96,11 +118,16 @@ async def _serve(options: WatchOptions, broker: KafkaSettings, prefix: str, out:
 
 
 def run_watch(
-    options: WatchOptions, broker: KafkaTarget, *, prefix: str = "", out: TextIO | None = None
+    options: WatchOptions,
+    broker: KafkaTarget,
+    *,
+    prefix: str = "",
+    out: TextIO | None = None,
+    lease: LeaseSettings | None = None,
 ) -> int:
     """``kueuestream watch``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
     return run_with_kafka(
         broker,
-        lambda settings: run_service(_serve(options, settings, prefix, out or sys.stdout), settings.redact),
+        lambda s: run_service(_serve(options, s, prefix, out or sys.stdout, lease), s.redact),
         failures=(),
     )
