@@ -297,6 +297,7 @@ class Lifecycle:
         rec.reserved_ms = self.now_ms
         rec.sticky = False
         rec.evicting = False
+        rec.requests_shown = False
         self.cache.add_admitted(rec)
         now = self.now_ms
         rec.conditions.set(

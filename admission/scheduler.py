@@ -230,6 +230,9 @@ class Scheduler:
     def _requeue(self, entry: Entry) -> bool:
         """Put the head back in its queue (Kueue's ``requeueAndUpdate``); True when parked."""
         assert entry.requeue_reason is not None
+        if not entry.rec.requests_shown:
+            entry.rec.requests_shown = True
+            self.lifecycle.outbox.touch(entry.rec.key)
         parked = self.queues.requeue(entry.rec, entry.cq.name, entry.requeue_reason)
         if parked is None:
             return False

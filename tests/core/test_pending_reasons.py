@@ -281,6 +281,34 @@ def test_namespace_not_selected_is_misconfigured(gated: bool, expected: str) -> 
     assert reserved(r, "w") == (expected, "workload namespace doesn't match ClusterQueue selector")
 
 
+def test_a_workload_the_scheduler_could_not_admit_shows_what_it_requests() -> None:
+    """``requeueAndUpdate`` with ``PropagateResourceRequests``: each pod set's total
+    requests; once admitted, ``status.admission`` replaces them (``admissionStatusPatch``)."""
+    quotas = "default: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 4Gi}]"
+    r = run(
+        flavor("default")
+        + cluster_queue("q", quotas, covered="[cpu, memory]")
+        + workload("first", "q", cpu="3", created="2024-01-01T00:00:00Z")
+        + workload(
+            "second",
+            "q",
+            cpu="1500m",
+            count=2,
+            extra_requests=', memory: "1Gi"',
+            created="2024-01-01T00:00:01Z",
+        )
+    )
+    assert r.admitted() == ["first"]
+    assert "resourceRequests" not in r.status("first")
+    assert r.status("second")["resourceRequests"] == [
+        {"name": "main", "resources": {"cpu": "3", "memory": "2Gi"}}
+    ]
+    r.tick()
+    r.finish("default", "first")
+    assert r.admitted() == ["second"]
+    assert "resourceRequests" not in r.status("second")
+
+
 # ---------------------------------------------------------------- the workload controller's reasons
 
 
