@@ -252,3 +252,16 @@ def test_get_workloads_defaults_to_the_table(tmp_path: Path, capsys: pytest.Capt
     lines = _get(capsys, path, "wl").splitlines()
     assert lines[0].split()[:2] == ["NAMESPACE", "NAME"]
     assert lines[1].split()[:3] == ["team", "big", "lq"]
+
+
+def test_get_with_invalid_input_prints_the_problems_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "in.yaml"
+    path.write_text(
+        QUEUES + "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: Bad_Name}\n"
+    )
+    assert main(["get", "cq", str(path)]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert "Bad_Name" in out.err
