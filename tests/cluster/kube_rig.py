@@ -9,6 +9,9 @@ controller a namespace is never really deleted. Cluster-scoped quota objects
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -241,3 +244,39 @@ async def cluster(kube_config: str) -> AsyncIterator[Rig]:
     async with await connect(kube_config) as conn:
         await install_crds(conn)
         yield Rig(conn)
+
+
+class Cli:
+    """A ``kueuestream`` command running in a child process, its output read as it comes."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._reading = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        async for raw in self.process.stdout:
+            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+
+    def said(self, words: str) -> bool:
+        return any(words in line for line in self.lines)
+
+    async def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process.returncode is None:
+            self.process.send_signal(sig)
+        await asyncio.wait_for(self.process.wait(), 60)
+        await self._reading
+
+
+async def start_cli(*args: str) -> Cli:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kueuestream",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    return Cli(process)
