@@ -30,7 +30,7 @@ from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.kafka_log import KafkaLog
-from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget
+from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget, kafka_settings
 from kueuestream.streams.log import Log
 from kueuestream.streams.schemas import AppliedRecord, DecisionRecord
 
@@ -54,11 +54,11 @@ class KafkaApplier:
     """A :class:`ClusterSide` between Kafka topics and a cluster."""
 
     def __init__(
-        self, conn: KubeConnection, kafka: KafkaLog, broker: KafkaSettings, names: TopicNames
+        self, conn: KubeConnection, kafka: KafkaLog, broker: KafkaTarget, names: TopicNames
     ) -> None:
         self.conn = conn
         self.kafka = kafka
-        self.broker = broker
+        self.broker = kafka_settings(broker)
         self.names = names
         # A write waits out an unreachable API server rather than being given up.
         self.objects = KubeObjects(conn.api, RETRY_FOREVER)
