@@ -19,10 +19,17 @@ from fractions import Fraction
 from typing import Any
 
 from kueuestream.admission import dra
+from kueuestream.admission.admission_checks import (
+    MULTIKUEUE_CONTROLLER,
+    PROVISIONING_CONTROLLER,
+    all_flavors,
+    cluster_queue_checks,
+)
 from kueuestream.admission.api.base import ApiModel
 from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.api.core import Namespace
 from kueuestream.admission.api.kueue import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -52,6 +59,7 @@ class Cache:
         self.config = config or Configuration()
         self.warnings: list[str] = config_warnings(self.config)
         self.flavors: dict[str, ResourceFlavor] = {}
+        self.admission_checks: dict[str, AdmissionCheck] = {}
         self.cq_objs: dict[str, ClusterQueue] = {}
         self.cohort_objs: dict[str, Cohort] = {}
         self.local_queues: dict[WorkloadKey, LocalQueue] = {}
@@ -89,6 +97,9 @@ class Cache:
         elif isinstance(obj, ClusterQueue):
             self.cq_objs[obj.metadata.name] = obj
             self.structure_dirty = True
+        elif isinstance(obj, AdmissionCheck):
+            self.admission_checks[obj.metadata.name] = obj
+            self.structure_dirty = True
         elif isinstance(obj, Cohort):
             self.cohort_objs[obj.metadata.name] = obj
             self.structure_dirty = True
@@ -112,6 +123,8 @@ class Cache:
             self.structure_dirty |= self.flavors.pop(ref.name, None) is not None
         elif kind == "ClusterQueue":
             self.structure_dirty |= self.cq_objs.pop(ref.name, None) is not None
+        elif kind == "AdmissionCheck":
+            self.structure_dirty |= self.admission_checks.pop(ref.name, None) is not None
         elif kind == "Cohort":
             self.structure_dirty |= self.cohort_objs.pop(ref.name, None) is not None
         elif kind == "LocalQueue":
@@ -230,11 +243,14 @@ class Cache:
                 parent = self.cohorts[cq_obj.spec.cohort]
                 node.parent = parent
                 parent.children.append(node)
+            checks = cluster_queue_checks(cq_obj.spec)
             self.cqs[name] = ClusterQueueRecord(
                 obj=cq_obj,
                 node=node,
                 view=self._view(cq_obj, node),
-                inactive_reason=self._inactive_reason(cq_obj),
+                inactive_reason=self._inactive_reason(cq_obj) or self._checks_problem(cq_obj, checks),
+                checks=checks,
+                flavors=all_flavors(cq_obj.spec),
             )
         self.cq_names = sorted(self.cqs)
         self.cq_nodes = {name: self.cqs[name].node for name in self.cq_names}
@@ -274,6 +290,37 @@ class Cache:
             if node.name in self.cohort_problems:
                 return self.cohort_problems[node.name]
             node = node.parent
+        return ""
+
+    def _checks_problem(self, obj: ClusterQueue, checks: dict[str, frozenset[str]]) -> str:
+        """Why its AdmissionChecks keep a ClusterQueue inactive, or "" (``updateWithAdmissionChecks``)."""
+        names = sorted(checks)
+        missing = [n for n in names if n not in self.admission_checks]
+        if missing:
+            return f"AdmissionCheckNotFound: references missing AdmissionCheck(s): {','.join(missing)}"
+        inactive = [n for n in names if not self.admission_checks[n].active]
+        if inactive:
+            return f"AdmissionCheckInactive: references inactive AdmissionCheck(s): {','.join(inactive)}"
+        controller = {n: self.admission_checks[n].spec.controller_name for n in names}
+        multikueue = [n for n in names if controller[n] == MULTIKUEUE_CONTROLLER]
+        if len(multikueue) > 1:
+            return (
+                "MultipleMultiKueueAdmissionChecks: Cannot use multiple MultiKueue AdmissionChecks "
+                f"on the same ClusterQueue, found: {','.join(multikueue)}"
+            )
+        every = all_flavors(obj.spec)
+        per_flavor = [n for n in multikueue if checks[n] != every]
+        if per_flavor:
+            return (
+                "MultiKueueAdmissionCheckAppliedPerFlavor: Cannot specify MultiKueue AdmissionCheck "
+                f"per flavor, found: {','.join(per_flavor)}"
+            )
+        provisioning = [n for n in names if controller[n] == PROVISIONING_CONTROLLER]
+        if multikueue and provisioning:
+            return (
+                "MultiKueueWithProvisioningRequest: Cannot use both MultiKueue and ProvisioningRequest "
+                f"AdmissionChecks together, found: {','.join(multikueue)}, {','.join(provisioning)}"
+            )
         return ""
 
     def _view(self, obj: ClusterQueue, node: QuotaNode) -> QueueView:

@@ -27,6 +27,7 @@ from kueuestream.admission.api.dra import (
     ResourceSlice,
 )
 from kueuestream.admission.api.kueue import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -45,7 +46,7 @@ CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1bet
 # Kueue's that it does not (valid, none of its business), or a mistake.
 KUEUE_GROUPS = ("kueue.x-k8s.io", "config.kueue.x-k8s.io")
 UNREAD_KUEUE_KINDS = frozenset(
-    {"AdmissionCheck", "MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig", "Topology"}
+    {"MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig", "Topology"}
 )
 
 Validator = Callable[[Any], list[FieldError]]
@@ -63,6 +64,7 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "ResourceFlavor": Kind(ResourceFlavor, KUEUE_VERSIONS, False, v.validate_resource_flavor),
+    "AdmissionCheck": Kind(AdmissionCheck, KUEUE_VERSIONS, False, v.validate_admission_check),
     "ClusterQueue": Kind(ClusterQueue, KUEUE_VERSIONS, False, v.validate_cluster_queue),
     "Cohort": Kind(Cohort, (*KUEUE_VERSIONS, "kueue.x-k8s.io/v1alpha1"), False, v.validate_cohort),
     "LocalQueue": Kind(LocalQueue, KUEUE_VERSIONS, True, v.validate_local_queue),

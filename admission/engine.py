@@ -121,6 +121,10 @@ class Engine:
         """Rebuild what changed, requeue what is due, then schedule until nothing moves."""
         if self.cache.structure_dirty:
             self._rebuild()
+        for key in self.queues.due_held(self.lifecycle.now_ms):
+            held = self.cache.workloads.get(key)
+            if held is not None:
+                self.lifecycle.backoff_finished(held)
         for root in self.queues.due_roots(self.lifecycle.now_ms):
             node = self.cache.root_named(root)
             if node is not None:
@@ -164,6 +168,9 @@ class Engine:
         for key in sorted(workloads):
             rec = workloads[key]
             manifest = dict(rec.manifest)
+            if rec.check_rejected:
+                # Kueue deactivates a Workload an admission check rejected.
+                manifest["spec"] = {**manifest.get("spec", {}), "active": False}
             manifest["status"] = workload_status(rec)
             out.append(manifest)
         return out

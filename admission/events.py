@@ -57,6 +57,7 @@ class Event:
 
 class Action(StrEnum):
     ADMITTED = "Admitted"  # quota reserved and admitted
+    QUOTA_RESERVED = "QuotaReserved"  # quota reserved, waiting for its admission checks
     PENDING = "Pending"  # waiting, with the reason in the status
     EVICTED = "Evicted"  # quota still held until the job stops
     REQUEUED = "Requeued"  # stopped after an eviction, back in the queue

@@ -19,14 +19,23 @@ MAX_NAME = 253
 MAX_PREFIX = MAX_NAME - 1 - HASH_LENGTH
 
 
-def workload_name(kind: str, owner: str, uid: str, group: str = JOB_GROUP) -> str:
+def workload_name(
+    kind: str, owner: str, uid: str, group: str = JOB_GROUP, generation: int | None = None
+) -> str:
     """``<kind>-<owner>-<hash>``, the name Kueue gives the Workload of an owner.
 
-    The prefix is cut to fit the name limit; the hash, over the owner's kind,
-    group, name and UID, tells apart owners whose names share that prefix and
-    owners of other kinds with the same name.
+    Kueue's ``GetWorkloadNameForOwnerWithGVK``, or with ``generation``
+    ``GetWorkloadNameForOwnerWithGVKAndGeneration`` (the name MultiKueue and
+    workload slices give each generation of an owner). The prefix, the kind in
+    lower case and the owner's name, is cut to fit the 253-character name
+    limit; the 5-character hash, over the owner's kind, group, name and UID
+    (and generation when given), tells apart owners whose names share that
+    prefix and owners of other kinds with the same name.
     """
-    digest = hashlib.sha1(f"{kind}\n{group}\n{owner}\n{uid}".encode()).hexdigest()[:HASH_LENGTH]
+    parts = [kind, group, owner, uid]
+    if generation is not None:
+        parts.append(str(generation))
+    digest = hashlib.sha1("\n".join(parts).encode()).hexdigest()[:HASH_LENGTH]
     prefix = f"{kind.lower()}-{owner}"[:MAX_PREFIX]
     return f"{prefix}-{digest}"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kueuestream.admission import admission_checks as ac
 from kueuestream.admission.api.kueue import Workload
 from kueuestream.admission.assignment import Assignment, PodSetAssignment
 from kueuestream.admission.cache import Cache
@@ -47,6 +48,7 @@ from kueuestream.admission.status import (
     EVICTED,
     FINISHED,
     MSG_ADMITTED,
+    MSG_CHECKS_NOT_READY,
     MSG_NO_RESERVATION,
     PREEMPTED,
     QUOTA_RESERVED,
@@ -59,6 +61,18 @@ from kueuestream.admission.timefmt import parse_rfc3339
 from kueuestream.admission.workload_info import ensure_requests, resolve_priority
 
 MSG_DEACTIVATED = "The workload is deactivated"
+# Kueue's Evicted reasons for admission checks: a Retry, and a Rejected (which deactivates).
+EVICTED_BY_CHECK = "AdmissionCheck"
+DEACTIVATED_BY_CHECK = "DeactivatedDueToAdmissionCheck"
+REACTIVATED = "Reactivated"
+
+
+def rejected_by_check(conditions: Conditions) -> bool:
+    """Evicted and deactivated because a check rejected it, and not reactivated since."""
+    evicted = conditions.get(EVICTED)
+    requeued = conditions.get(REQUEUED)
+    reactivated = requeued is not None and requeued.status == "True" and requeued.reason == REACTIVATED
+    return evicted is not None and evicted.reason == DEACTIVATED_BY_CHECK and not reactivated
 
 
 class Lifecycle:
@@ -91,12 +105,20 @@ class Lifecycle:
             conditions=conditions,
         )
         self.cache.workloads[key] = rec
+        rec.checks = ac.from_status(wl.status.admission_checks, parse_rfc3339, self.now_ms)
+        # Rejected by a check before (a restart, a shard handover): it stays deactivated.
+        rec.check_rejected = rejected_by_check(conditions)
+        requeue_at = wl.status.requeue_state.requeue_at if wl.status.requeue_state else None
+        rec.requeue_at_ms = parse_rfc3339(requeue_at) if requeue_at else None
         admission = wl.status.admission
         if finished:
             rec.phase = Phase.FINISHED
             rec.last_action = Action.FINISHED
         elif admission is not None and conditions.is_true(QUOTA_RESERVED):
             self._adopt_admitted(rec, admission.cluster_queue, admission.pod_set_assignments)
+            if not conditions.is_true(ADMITTED):
+                rec.last_action = Action.QUOTA_RESERVED
+            self._check_outcome(rec)
         else:
             self.place(rec)
         # What it arrived with is what the cluster already shows; only changes are decisions.
@@ -104,6 +126,10 @@ class Lifecycle:
         self.outbox.touch(key)
 
     def _update(self, rec: WorkloadRecord, wl: Workload, manifest: dict[str, Any], finished: bool) -> None:
+        if rec.check_rejected and not rec.obj.spec.active and wl.spec.active:
+            # Set active again after its deactivation was written: a fresh start (Kueue's Reactivated).
+            rec.check_rejected = False
+            rec.conditions.set(REQUEUED, True, REACTIVATED, "The workload was reactivated", self.now_ms)
         was_active = rec.active
         rec.obj, rec.manifest = wl, manifest
         if rec.phase == Phase.FINISHED:
@@ -112,10 +138,14 @@ class Lifecycle:
             fin = next(c for c in wl.status.conditions if c.type == FINISHED)
             self.finish(rec, fin.reason or "Succeeded", fin.message)
             return
+        checks_changed = ac.take_reported(rec.checks, wl.status.admission_checks, parse_rfc3339, self.now_ms)
         if rec.phase == Phase.ADMITTED:
-            # An admitted workload's pod sets are immutable; only deactivation matters.
+            # An admitted workload's pod sets are immutable; only deactivation and its checks matter.
             if was_active and not wl.spec.active and not rec.evicting:
                 self.evict(rec, "Deactivated", MSG_DEACTIVATED, None)
+            elif checks_changed:
+                self._check_outcome(rec)
+                self.outbox.touch(rec.key)
             return
         rec.requests_generation = -1
         if wl.spec.priority is not None:
@@ -228,15 +258,32 @@ class Lifecycle:
             return
         rec.cluster_queue = cq.name
         self._mark_pending_evaluation(rec)
+        if cq.checks or rec.checks:
+            self._sync_checks(rec, cq, None)
+        if rec.requeue_at_ms is not None and rec.requeue_at_ms > self.now_ms:
+            # A retried check's backoff: it waits outside the queue until then.
+            self.queues.hold(rec.key, rec.requeue_at_ms)
+            return
         self.queues.push(rec, cq.name, stated=rec.conditions.get(QUOTA_RESERVED) is not None)
 
     def place_pending(self) -> None:
-        """Queue every pending workload again, by key (after the quota tree was rebuilt)."""
+        """Queue every pending workload again, by key (after the quota tree was rebuilt).
+
+        A workload holding quota has its checks synced with its ClusterQueue's,
+        which may have changed, and is admitted if every remaining one is Ready.
+        """
         workloads = self.cache.workloads
+        cqs = self.cache.cqs
         for key in sorted(workloads):
             rec = workloads[key]
             if rec.phase == Phase.PENDING:
                 self.place(rec)
+            elif rec.phase == Phase.ADMITTED and not rec.evicting:
+                cq = cqs.get(rec.cluster_queue)
+                if cq is not None and (cq.checks or rec.checks):
+                    assigned = frozenset(f for psa in rec.assignment for f in psa.flavors.values())
+                    self._sync_checks(rec, cq, assigned)
+                    self._check_outcome(rec)
 
     def _granular(self) -> bool:
         return self.cache.config.gate(GATE)
@@ -303,12 +350,77 @@ class Lifecycle:
         rec.conditions.set(
             QUOTA_RESERVED, True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq.name}", now
         )
-        rec.conditions.set(ADMITTED, True, "Admitted", MSG_ADMITTED, now)
         for kind in (EVICTED, PREEMPTED):
             cond = rec.conditions.get(kind)
             if cond is not None and cond.status == "True":
                 rec.conditions.set(kind, False, "QuotaReserved", f"Previously: {cond.message}", now)
-        self._mark(rec, Action.ADMITTED)
+        if cq.checks or rec.checks:
+            assigned = frozenset(f for psa in rec.assignment for f in psa.flavors.values())
+            self._sync_checks(rec, cq, assigned)
+        self._sync_admitted(rec)
+        self._check_outcome(rec)
+
+    # ------------------------------------------------------- admission checks
+
+    def _sync_checks(
+        self, rec: WorkloadRecord, cq: ClusterQueueRecord, assigned: frozenset[str] | None
+    ) -> None:
+        """List the checks the workload needs (Kueue's ``reconcileSyncAdmissionChecks``)."""
+        required = ac.required_checks(cq.checks, cq.flavors, assigned)
+        synced = ac.sync_checks(rec.checks, required, self.now_ms)
+        if synced is not None:
+            rec.checks = synced
+            self.outbox.touch(rec.key)
+
+    def _sync_admitted(self, rec: WorkloadRecord) -> None:
+        """Admitted once quota is reserved and every check is Ready (Kueue's ``SyncAdmittedCondition``)."""
+        if all(c.state == ac.READY for c in rec.checks):
+            rec.conditions.set(ADMITTED, True, "Admitted", MSG_ADMITTED, self.now_ms)
+            self._mark(rec, Action.ADMITTED)
+            return
+        observability = self.cache.config.gate("UnadmittedWorkloadsObservability")
+        reason = "UnsatisfiedAdmissionChecks" if observability else "UnsatisfiedChecks"
+        rec.conditions.set(ADMITTED, False, reason, MSG_CHECKS_NOT_READY, self.now_ms)
+        self._mark(rec, Action.QUOTA_RESERVED)
+
+    def _check_outcome(self, rec: WorkloadRecord) -> None:
+        """Act on the checks of a workload holding quota (Kueue's ``reconcileCheckBasedEviction``).
+
+        A Rejected check deactivates and evicts it; a Retry evicts it, to be
+        queued again once the checks' requeue delay has passed. Otherwise it is
+        admitted once every check is Ready.
+        """
+        if rec.phase != Phase.ADMITTED or rec.evicting:
+            return
+        rejected = ac.in_state(rec.checks, ac.REJECTED)
+        if rejected:
+            rec.check_rejected = True
+            message = f"{MSG_DEACTIVATED} due to {ac.checks_message(rejected, ac.REJECTED)}"
+            self.evict(rec, DEACTIVATED_BY_CHECK, message, None)
+            return
+        retry = ac.in_state(rec.checks, ac.RETRY)
+        if retry:
+            due = ac.retry_time_ms(rec.checks)
+            rec.requeue_at_ms = due if due is not None and due > self.now_ms else None
+            self.evict(rec, EVICTED_BY_CHECK, f"Evicted due to {ac.checks_message(retry, ac.RETRY)}", None)
+            return
+        # Once admitted it stays so, whatever its checks say next, short of a Retry or Rejected.
+        if not rec.conditions.is_true(ADMITTED):
+            self._sync_admitted(rec)
+
+    def backoff_finished(self, rec: WorkloadRecord) -> None:
+        """A retried check's requeue time has come: the workload queues again."""
+        if rec.phase != Phase.PENDING or rec.requeue_at_ms is None or rec.requeue_at_ms > self.now_ms:
+            return
+        self._end_backoff(rec)
+        self.place(rec)
+
+    def _end_backoff(self, rec: WorkloadRecord) -> None:
+        rec.requeue_at_ms = None
+        rec.conditions.set(
+            REQUEUED, True, "BackoffFinished", "The workload backoff was finished", self.now_ms
+        )
+        self.outbox.touch(rec.key)
 
     def issue_preemptions(self, preemptor: WorkloadRecord, targets: list[Target]) -> int:
         """Evict the targets not already being evicted, by key; returns how many."""
@@ -334,6 +446,7 @@ class Lifecycle:
         rec.evicting = True
         self.cache.candidates_changed(rec.cluster_queue)
         rec.conditions.set(EVICTED, True, reason, message, self.now_ms)
+        ac.reset_on_eviction(rec.checks, self.now_ms)
         if preempted_reason is not None:
             rec.conditions.set(PREEMPTED, True, preempted_reason, message, self.now_ms)
         self._mark(rec, Action.EVICTED)
@@ -351,6 +464,8 @@ class Lifecycle:
         rec.conditions.set(REQUEUED, reason in ("Preempted", "NodeFailures"), reason, message, self.now_ms)
         rec.conditions.set(QUOTA_RESERVED, False, self._evaluation_reason(rec), message, self.now_ms)
         rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
+        if reason == EVICTED_BY_CHECK and (rec.requeue_at_ms is None or rec.requeue_at_ms <= self.now_ms):
+            self._end_backoff(rec)
         self._mark(rec, Action.REQUEUED)
         self.place(rec)
 

@@ -39,6 +39,8 @@ class QueueManager:
         self.ready: set[str] = set()
         # Cohort trees with freed capacity, and when their parked workloads get another try.
         self.requeue_due: dict[str, int] = {}
+        # Workloads kept out of their queue until a time (a retried admission check's backoff).
+        self.held: dict[WorkloadKey, int] = {}
 
     def reset(self, cqs: Mapping[str, ClusterQueueRecord]) -> None:
         """Empty queues for a freshly built quota tree; the caller queues every pending workload again."""
@@ -58,6 +60,7 @@ class QueueManager:
 
     def delete(self, rec: WorkloadRecord) -> None:
         """Take a workload out of its queue, if it is in one (Kueue's ``DeleteWorkload``)."""
+        self.held.pop(rec.key, None)
         queue = self.queues.get(rec.cluster_queue)
         if queue is not None:
             queue.remove(rec.key)
@@ -112,6 +115,18 @@ class QueueManager:
         if self.queues[cq_name].requeue_inadmissible():
             self.ready.add(cq_name)
 
+    def hold(self, key: WorkloadKey, until_ms: int) -> None:
+        """Keep a workload out of its queue until ``until_ms`` (Kueue's ``requeueState.requeueAt``)."""
+        self.held[key] = until_ms
+
+    def due_held(self, now_ms: int) -> list[WorkloadKey]:
+        """Take the held workloads whose time has come, by key."""
+        due = sorted(key for key, until in self.held.items() if until <= now_ms)
+        for key in due:
+            del self.held[key]
+        return due
+
     def next_wakeup_ms(self) -> int | None:
-        """When parked workloads get their next try, or None when nothing waits."""
-        return min(self.requeue_due.values()) if self.requeue_due else None
+        """When parked or held workloads get their next try, or None when nothing waits."""
+        times = list(self.requeue_due.values()) + list(self.held.values())
+        return min(times) if times else None

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from kueuestream.admission.admission_checks import CheckState
 from kueuestream.admission.api.kueue import ClusterQueue, Workload
 from kueuestream.admission.assignment import PodSetAssignment, PodSetRequest, QueueView
 from kueuestream.admission.events import Action
@@ -28,6 +29,9 @@ class ClusterQueueRecord:
     view: QueueView
     # Why no workload can be admitted here at all, or "" when active.
     inactive_reason: str = ""
+    # The AdmissionChecks it requires, each with the flavors it applies to, and all its flavors.
+    checks: dict[str, frozenset[str]] = field(default_factory=dict)
+    flavors: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -63,10 +67,16 @@ class WorkloadRecord:
     # What the last decision about it said, to emit only changes.
     last_status: dict[str, Any] | None = None
     last_action: Action = Action.PENDING
+    # status.admissionChecks, by name.
+    checks: list[CheckState] = field(default_factory=list)
+    # An admission check rejected it: deactivated, as Kueue sets spec.active false.
+    check_rejected: bool = False
+    # status.requeueState.requeueAt: not queued before this time (a retried check's backoff).
+    requeue_at_ms: int | None = None
 
     @property
     def active(self) -> bool:
-        return self.obj.spec.active
+        return self.obj.spec.active and not self.check_rejected
 
     def order_key(self) -> OrderKey:
         return (not self.sticky, -self.priority, self.created_ms, self.key[0], self.key[1])

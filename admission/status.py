@@ -19,6 +19,7 @@ REASON_INADMISSIBLE = "Inadmissible"
 REASON_NO_RESERVATION = "NoReservation"
 MSG_NO_RESERVATION = "The workload has no reservation"
 MSG_ADMITTED = "The workload is admitted"
+MSG_CHECKS_NOT_READY = "The workload has not all checks ready"
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from kueuestream.admission.quantity import resource_quantity
 from kueuestream.admission.queues import WorkloadKey
 from kueuestream.admission.state import Phase, WorkloadRecord
 from kueuestream.admission.status import QUOTA_RESERVED
+from kueuestream.admission.timefmt import rfc3339
 
 
 def workload_status(rec: WorkloadRecord) -> dict[str, Any]:
@@ -39,6 +40,10 @@ def workload_status(rec: WorkloadRecord) -> dict[str, Any]:
     conditions = rec.conditions.to_list()
     if conditions:
         status["conditions"] = conditions
+    if rec.requeue_at_ms is not None:
+        status["requeueState"] = {"requeueAt": rfc3339(rec.requeue_at_ms)}
+    if rec.checks:
+        status["admissionChecks"] = [c.to_dict() for c in rec.checks]
     if rec.requests_shown and rec.phase == Phase.PENDING and rec.pod_sets:
         # What Kueue's scheduler writes when it requeues a workload it could not admit
         # (``PropagateResourceRequests``); the admission's resource usage replaces it.

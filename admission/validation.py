@@ -9,6 +9,7 @@ from typing import Any
 from kueuestream.admission.api.batch import Job
 from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.api.kueue import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -17,6 +18,7 @@ from kueuestream.admission.api.kueue import (
     Workload,
 )
 from kueuestream.admission.errors import FieldError
+from kueuestream.admission.names import subdomain_problem
 
 MAX_RESOURCE_GROUPS = 16
 MAX_FLAVORS = 64
@@ -176,6 +178,59 @@ def validate_cluster_queue(cq: ClusterQueue) -> list[FieldError]:
         )
     if spec.fair_sharing is not None:
         errors += _weight(spec.fair_sharing.weight, "spec.fairSharing.weight")
+    errors += _admission_checks(cq)
+    return errors
+
+
+def _admission_checks(cq: ClusterQueue) -> list[FieldError]:
+    """The checks a ClusterQueue names: each once, in one of the two fields, as names."""
+    spec = cq.spec
+    errors: list[FieldError] = []
+    strategy = spec.admission_checks_strategy
+    if spec.admission_checks and strategy is not None:
+        errors.append(
+            FieldError(
+                "spec.admissionChecks",
+                "cannot be used along with spec.admissionChecksStrategy; list the checks in one of them",
+            )
+        )
+    named = [(f"spec.admissionChecks[{i}]", name) for i, name in enumerate(spec.admission_checks)]
+    if strategy is not None:
+        path = "spec.admissionChecksStrategy.admissionChecks"
+        if len(strategy.admission_checks) > MAX_FLAVORS:
+            errors.append(
+                FieldError(path, f"at most {MAX_FLAVORS} rules, got {len(strategy.admission_checks)}")
+            )
+        for i, rule in enumerate(strategy.admission_checks):
+            named.append((f"{path}[{i}].name", rule.name))
+            if len(set(rule.on_flavors)) != len(rule.on_flavors):
+                errors.append(FieldError(f"{path}[{i}].onFlavors", "lists a flavor more than once"))
+    seen: set[str] = set()
+    for path, name in named:
+        if problem := subdomain_problem(name):
+            errors.append(FieldError(path, problem))
+        elif name in seen:
+            errors.append(FieldError(path, f"AdmissionCheck {name!r} is listed more than once"))
+        seen.add(name)
+    return errors
+
+
+def validate_admission_check(ac: AdmissionCheck) -> list[FieldError]:
+    spec = ac.spec
+    errors: list[FieldError] = []
+    if not spec.controller_name:
+        errors.append(FieldError("spec.controllerName", "must not be empty"))
+    elif len(spec.controller_name) > 253:
+        errors.append(
+            FieldError(
+                "spec.controllerName", f"must be no more than 253 characters, got {len(spec.controller_name)}"
+            )
+        )
+    params = spec.parameters
+    if params is not None:
+        for field, value in (("apiGroup", params.api_group), ("kind", params.kind), ("name", params.name)):
+            if not value:
+                errors.append(FieldError(f"spec.parameters.{field}", "required field is missing"))
     return errors
 
 
@@ -237,6 +292,16 @@ def validate_workload(wl: Workload) -> list[FieldError]:
                                 f"must be >= 0, got {q}",
                             )
                         )
+    checks_seen: set[str] = set()
+    for i, check in enumerate(wl.status.admission_checks):
+        if check.name in checks_seen:
+            errors.append(
+                FieldError(
+                    f"status.admissionChecks[{i}].name",
+                    f"AdmissionCheck {check.name!r} is listed more than once",
+                )
+            )
+        checks_seen.add(check.name)
     return errors
 
 

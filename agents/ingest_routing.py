@@ -48,6 +48,7 @@ BROADCAST_KINDS = frozenset(
     {
         "Configuration",
         "ResourceFlavor",
+        "AdmissionCheck",
         "WorkloadPriorityClass",
         "PriorityClass",
         "Namespace",

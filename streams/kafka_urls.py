@@ -34,16 +34,17 @@ class BrokerURL:
 def redact_url(url: str) -> str:
     """``url`` with every userinfo replaced by ``***`` (``kafka://***@host:9092``).
 
-    Whatever precedes the last ``@`` after a ``://`` (or from the start of the
-    text) is taken as userinfo, since no host holds an ``@``: a password with
-    an unencoded ``,``, ``;`` or ``@`` stays hidden, at the cost of hiding a
-    host written before it in the same item.
+    Whatever precedes the last ``@`` after the first ``://`` (or from the start
+    of the text) is taken as userinfo, since no host holds an ``@``: a password
+    with an unencoded ``,``, ``;``, ``@`` or ``://`` stays hidden, at the cost
+    of hiding the hosts written before it.
     """
-    pieces = url.split("://")
-    for i, piece in enumerate(pieces):
-        if "@" in piece:
-            pieces[i] = f"{REDACTED}@{piece.rpartition('@')[2]}"
-    return "://".join(pieces)
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    if "@" in rest:
+        rest = f"{REDACTED}@{rest.rpartition('@')[2]}"
+    return f"{scheme}{sep}{rest}"
 
 
 def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:

@@ -98,6 +98,15 @@ class FairSharing(ApiModel):
     weight: QuantityValue | None = None
 
 
+class AdmissionCheckStrategyRule(ApiModel):
+    name: Str
+    on_flavors: list[Str] = Field(default_factory=list)
+
+
+class AdmissionChecksStrategy(ApiModel):
+    admission_checks: list[AdmissionCheckStrategyRule] = Field(default_factory=list)
+
+
 class ClusterQueueSpec(ApiModel):
     resource_groups: list[ResourceGroup] = Field(default_factory=list)
     cohort: Str = Field(default="", validation_alias=AliasChoices("cohortName", "cohort"))
@@ -107,6 +116,9 @@ class ClusterQueueSpec(ApiModel):
     flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
     fair_sharing: FairSharing | None = None
     stop_policy: StopPolicy = "None"
+    # v1beta1 only: the checks every flavor needs (v1beta2 says it with a strategy).
+    admission_checks: list[Str] = Field(default_factory=list)
+    admission_checks_strategy: AdmissionChecksStrategy | None = None
 
 
 class ClusterQueue(ApiModel):
@@ -192,9 +204,31 @@ class Admission(ApiModel):
     pod_set_assignments: list[PodSetAssignment] = Field(default_factory=list)
 
 
+CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+
+
+class AdmissionCheckState(ApiModel):
+    name: Str
+    state: CheckState
+    last_transition_time: Str | None = None
+    message: Str = ""
+    requeue_after_seconds: Int | None = None
+    retry_count: Int | None = None
+    # What the check's controller adds to each pod set's pods (name, labels, annotations,
+    # nodeSelector, tolerations): applied by the job integration, kept as written.
+    pod_set_updates: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class RequeueState(ApiModel):
+    count: Int | None = None
+    requeue_at: Str | None = None
+
+
 class WorkloadStatus(ApiModel):
     admission: Admission | None = None
     conditions: list[Condition] = Field(default_factory=list)
+    admission_checks: list[AdmissionCheckState] = Field(default_factory=list)
+    requeue_state: RequeueState | None = None
 
 
 class Workload(ApiModel):
@@ -203,3 +237,31 @@ class Workload(ApiModel):
     metadata: ObjectMeta
     spec: WorkloadSpec = Field(default_factory=WorkloadSpec)
     status: WorkloadStatus = Field(default_factory=WorkloadStatus)
+
+
+class AdmissionCheckParametersReference(ApiModel):
+    api_group: Str = ""
+    kind: Str = ""
+    name: Str = ""
+
+
+class AdmissionCheckSpec(ApiModel):
+    controller_name: Str
+    parameters: AdmissionCheckParametersReference | None = None
+
+
+class AdmissionCheckStatus(ApiModel):
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class AdmissionCheck(ApiModel):
+    api_version: Str
+    kind: Literal["AdmissionCheck"]
+    metadata: ObjectMeta
+    spec: AdmissionCheckSpec
+    status: AdmissionCheckStatus = Field(default_factory=AdmissionCheckStatus)
+
+    @property
+    def active(self) -> bool:
+        """Its controller says it runs: the ``Active`` condition is True (Kueue's cache reads the same)."""
+        return any(c.type == "Active" and c.status == "True" for c in self.status.conditions)

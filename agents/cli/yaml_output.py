@@ -42,7 +42,8 @@ _SEQ = "tag:yaml.org,2002:seq"
 _PLAIN = re.compile(r"[A-Za-z0-9_(./][A-Za-z0-9_./()=+;~,?\[\]{}-]*(?: [A-Za-z0-9_./()=+;~,?\[\]{}-]+)*")
 # Strings PyYAML writes single-quoted whenever it does not write them plain.
 _SINGLE = re.compile(r"[\x20-\x7e]+")
-# What keeps a one-line printable string from being plain in block context.
+# What keeps a one-line printable string from being plain in block context
+# (a leading "---" or "..." would read as a document marker).
 _NOT_PLAIN = re.compile(r"^[,\[\]{}#&*!|>'\"%@`]|^[-?:](?: |$)|^---|^\.\.\.|: |:$| #|^ | $")
 # Longer keys are written as "? key" by PyYAML; longer strings may be folded.
 _MAX_KEY = 100
@@ -57,7 +58,6 @@ def _scalar(value: str) -> str:
     if len(value) > _MAX_STRING:
         raise _Unsure(value)
     if _PLAIN.fullmatch(value) and not value.startswith("..."):
-        # A leading "..." reads as the end of a document, so PyYAML quotes it.
         if cached_resolve(_RESOLVER, ScalarNode, value, (True, False)) == _STR:
             return value
         return f"'{value}'"

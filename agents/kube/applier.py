@@ -7,7 +7,14 @@ it was computed from, so a write never lands on a version it has not seen:
 
 - The conditions the decision names replace those of the same type; any
   other condition (one another controller set) is kept where it is.
-  ``status.admission`` is set, or removed when the decision has none.
+  ``status.admission`` and ``status.requeueState`` are set, or removed when
+  the decision has none.
+- A Workload evicted because an admission check rejected it gets
+  ``spec.active: false`` once its status is written, as Kueue deactivates it.
+- ``status.admissionChecks`` becomes the checks the decision lists, each the
+  decision's entry unless the live one has another state and a transition
+  time no older than the decision's: that state is a check controller's the
+  engine has not seen yet, and it is kept.
 - When the object already has that status, nothing is written (``Unchanged``).
 - On 409 Conflict the object is read again and the decision re-applied to
   it, but only while it is still the newest decision the applier has for that
@@ -36,6 +43,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kueuestream.admission.events import Action
+from kueuestream.admission.lifecycle import DEACTIVATED_BY_CHECK, REACTIVATED
+from kueuestream.admission.status import EVICTED, REQUEUED
+from kueuestream.admission.timefmt import parse_rfc3339
 from kueuestream.agents.kube.cache import Key, ObjectCache, resource_version
 from kueuestream.agents.kube.rest import (
     CLUSTER_QUEUES,
@@ -69,7 +79,45 @@ def merged_status(live: Manifest, decided: Manifest) -> Manifest:
     conditions = [by_type.get(c.get("type"), c) for c in live_conditions]
     present = {c.get("type") for c in live_conditions}
     conditions += [c for c in decided_conditions if c.get("type") not in present]
-    return {"admission": decided.get("admission"), "conditions": conditions}
+    return {
+        "admission": decided.get("admission"),
+        "conditions": conditions,
+        "requeueState": decided.get("requeueState"),
+        "admissionChecks": _merged_checks(live.get("admissionChecks"), decided.get("admissionChecks"))
+        or None,
+    }
+
+
+def _merged_checks(live: Any, decided: Any) -> list[Manifest]:
+    """The decided check states, but where a controller wrote a newer state since, that one."""
+    live_by_name = {c.get("name"): c for c in live or [] if isinstance(c, dict)}
+    out: list[Manifest] = []
+    for entry in decided or []:
+        current = live_by_name.get(entry.get("name"))
+        newer = (
+            current is not None
+            and current.get("state") != entry.get("state")
+            and _time(current.get("lastTransitionTime")) >= _time(entry.get("lastTransitionTime"))
+        )
+        out.append(current if newer and current is not None else entry)
+    return out
+
+
+def _time(value: Any) -> int:
+    when = parse_rfc3339(value) if isinstance(value, str) else None
+    return -1 if when is None else when
+
+
+def needs_deactivation(live: Manifest, decided: Manifest) -> bool:
+    """Whether the decided status evicts the Workload for a Rejected check (and it was not
+    reactivated since) while the live Workload is still active."""
+    by_type = {c.get("type"): c for c in decided.get("conditions") or [] if isinstance(c, dict)}
+    evicted = by_type.get(EVICTED) or {}
+    requeued = by_type.get(REQUEUED) or {}
+    rejected = evicted.get("status") == "True" and evicted.get("reason") == DEACTIVATED_BY_CHECK
+    reactivated = requeued.get("status") == "True" and requeued.get("reason") == REACTIVATED
+    spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
+    return rejected and not reactivated and (spec or {}).get("active") is not False
 
 
 def has_status(live: Manifest, wanted: Manifest) -> bool:
@@ -198,6 +246,7 @@ class ClusterApplier:
             current = live.get("status") if isinstance(live.get("status"), dict) else {}
             wanted = merged_status(current or {}, decision.status)
             if has_status(current or {}, wanted):
+                await self._deactivate(resource, key, live, decision.status)
                 return ApplyOutcome.UNCHANGED, f"resourceVersion {resource_version(live)}"
             body = {"metadata": {"resourceVersion": resource_version(live)}, "status": wanted}
             try:
@@ -219,7 +268,23 @@ class ClusterApplier:
                 live = None  # read it again
                 continue
             self.cache.put(key, written)
+            await self._deactivate(resource, key, written, decision.status)
             return ApplyOutcome.APPLIED, f"resourceVersion {resource_version(written)}"
+
+    async def _deactivate(self, resource: Resource, key: Key, live: Manifest, status: Manifest) -> None:
+        """Set ``spec.active`` false on a Workload an admission check rejected, as Kueue does.
+
+        A write the server refuses is logged and left: the Workload stays
+        deactivated in the engine whatever its spec says.
+        """
+        if not needs_deactivation(live, status):
+            return
+        try:
+            written = await self.objects.patch(resource, key[1], key[2], {"spec": {"active": False}})
+        except Exception as exc:
+            log.warning("Workload %s/%s: spec.active not set to false: %s", key[1], key[2], reason_of(exc))
+            return
+        self.cache.put(key, written)
 
     async def _merge_status(self, resource: Resource, key: Key, status: Manifest) -> tuple[ApplyOutcome, str]:
         try:

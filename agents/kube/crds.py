@@ -1,10 +1,10 @@
 """CustomResourceDefinitions for the kueue.x-k8s.io kinds Kueuestream reads, from its own models.
 
 A cluster without Kueue installs these (``kueuestream crds``) and can then
-hold ResourceFlavors, ClusterQueues, Cohorts, LocalQueues,
+hold ResourceFlavors, AdmissionChecks, ClusterQueues, Cohorts, LocalQueues,
 WorkloadPriorityClasses and Workloads for Kueuestream to admit. Each CRD
 serves and stores v1beta2 only, with the status subresource where Kueue has
-one (ClusterQueue, Cohort, LocalQueue, Workload).
+one (AdmissionCheck, ClusterQueue, Cohort, LocalQueue, Workload).
 
 The schemas come from the pydantic models in ``kueuestream.admission.api``
 (``model_json_schema(by_alias=True)``), made structural as the API server
@@ -23,8 +23,9 @@ requires:
   check, a container's image. The fields the models do read are typed, so the
   API server refuses a wrong type there with the field's path.
 
-``status.conditions`` of a Workload is a map keyed by ``type``, so that
-server-side apply merges conditions written by different managers.
+``status.conditions`` of a Workload is a map keyed by ``type``, and its
+``status.admissionChecks`` one keyed by ``name``, so that server-side apply
+merges entries written by different managers.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from kueuestream.admission.api.kueue import (
+    AdmissionCheck,
+    AdmissionCheckState,
     ClusterQueue,
     Cohort,
     Condition,
@@ -65,7 +68,7 @@ QUANTITY_SCHEMA: dict[str, Any] = {
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
 
 # Lists of these models are maps keyed by the given fields.
-LIST_MAP_KEYS = {Condition.__name__: ["type"]}
+LIST_MAP_KEYS = {Condition.__name__: ["type"], AdmissionCheckState.__name__: ["name"]}
 # Value checks that JSON schema and the API server's OpenAPI spell alike.
 CHECKS = ("enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems")
 # Root fields every object has; the API server fills them in, so they are not "required".
@@ -88,6 +91,7 @@ class CrdKind:
 
 CRD_KINDS: tuple[CrdKind, ...] = (
     CrdKind(ResourceFlavor, "resourceflavors", False, False, ("flavor", "flavors", "rf")),
+    CrdKind(AdmissionCheck, "admissionchecks", False, True, ("ac",)),
     CrdKind(
         WorkloadPriorityClass,
         "workloadpriorityclasses",

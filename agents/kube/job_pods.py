@@ -4,10 +4,11 @@ The Workload of a Job is :func:`kueuestream.admission.job_workload.workload_for_
 
 Starting (``Job.RunWithPodSetsInfo``, ``podset.FromAssignment``,
 ``podset.Merge``): the node labels and tolerations of every flavor assigned to
-the pod set, and the ``kueue.x-k8s.io/podset`` label, are merged into the pod
-template; a node selector key that the template already sets to another value
-is a conflict that can never start. With a minimum count, parallelism becomes
-the admitted count.
+the pod set, the ``kueue.x-k8s.io/podset`` label, and the labels, annotations,
+node selector and tolerations the admission checks' ``podSetUpdates`` give the
+pod set, are merged into the pod template; a node selector key that the
+template already sets to another value is a conflict that can never start.
+With a minimum count, parallelism becomes the admitted count.
 
 Stopping (``Job.RestorePodSetsInfo``, ``podset.RestorePodSpec``): the
 template's labels, annotations, node selector, tolerations and scheduling gates
@@ -148,8 +149,48 @@ def start_info(workload: Manifest, flavors: Mapping[str, Manifest]) -> PodSetInf
                 raise PodSetConflict(f"flavors disagree on node label {key}")
             info.node_selector[key] = value
         info.tolerations += [t for t in as_list(flavor_spec.get("tolerations")) if isinstance(t, dict)]
-    info.labels[POD_SET_LABEL] = str(assignment.get("name", POD_SET_NAME))
+    pod_set = str(assignment.get("name", POD_SET_NAME))
+    info.labels[POD_SET_LABEL] = pod_set
+    _add_check_updates(info, workload, pod_set)
     return info
+
+
+def _add_check_updates(info: PodSetInfo, workload: Manifest, pod_set: str) -> None:
+    """Merge in what the admission checks' controllers set for the pod set (``podSetUpdates``).
+
+    Kueue's ``getPodSetsInfoFromStatus`` with ``PodSetInfo.Merge``: a label,
+    annotation or node selector that another source sets to another value is a
+    conflict; tolerations are added once each.
+    """
+    status = as_dict(workload.get("status"))
+    for check in as_list(status.get("admissionChecks")):
+        if not isinstance(check, dict):
+            continue
+        update = next(
+            (
+                u
+                for u in as_list(check.get("podSetUpdates"))
+                if isinstance(u, dict) and u.get("name") == pod_set
+            ),
+            None,
+        )
+        if update is None:
+            continue
+        where = f"admission check {check.get('name')}"
+        for what, mine in (
+            ("labels", info.labels),
+            ("annotations", info.annotations),
+            ("nodeSelector", info.node_selector),
+        ):
+            for key, value in as_dict(update.get(what)).items():
+                if key in mine and mine[key] != value:
+                    raise PodSetConflict(
+                        f"{where}: conflict for {what}: {key}={value}, the admission has {key}={mine[key]}"
+                    )
+                mine[key] = str(value)
+        for toleration in as_list(update.get("tolerations")):
+            if isinstance(toleration, dict) and toleration not in info.tolerations:
+                info.tolerations.append(toleration)
 
 
 def _merged(current: dict[str, str], added: dict[str, str], what: str) -> dict[str, str]:

@@ -53,7 +53,7 @@ KINDS_WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind(
         "WorkloadPriorityClass", KUEUE_GROUP, ("v1beta2", "v1beta1"), "workloadpriorityclasses", False, True
     ),
-    # Optional: the CRDs of `kueuestream crds` have no AdmissionCheck while the core reads none.
+    # Optional: a cluster without the kind has no checks, and a ClusterQueue naming one stays inactive.
     WatchedKind("AdmissionCheck", KUEUE_GROUP, ("v1beta2", "v1beta1"), "admissionchecks", False, False),
     WatchedKind("Cohort", KUEUE_GROUP, ("v1beta2", "v1beta1", "v1alpha1"), "cohorts", False, True),
     WatchedKind("ClusterQueue", KUEUE_GROUP, ("v1beta2", "v1beta1"), "clusterqueues", False, True),

@@ -32,6 +32,7 @@ _RANK = {
             "PriorityClass",
             "WorkloadPriorityClass",
             "ResourceFlavor",
+            "AdmissionCheck",
             "DeviceClass",
             "ResourceSlice",
             "ResourceClaimTemplate",

@@ -83,3 +83,38 @@ def test_valid_input_with_nothing_admitted_still_exits_0(
     [item] = yaml.safe_load(out)["items"]
     cond = item["status"]["conditions"][0]
     assert (cond["reason"], cond["message"]) == ("Misconfigured", "LocalQueue nowhere doesn't exist")
+
+
+def test_admission_checks_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """`admit` reads each check's state from the Workload's status.admissionChecks, across shards.
+
+    Upstream: SyncAdmittedCondition, AdmissionChecksForWorkload and
+    reconcileCheckBasedEviction (see tests/core/test_admission_checks.py).
+    """
+    code, out, _ = _admit(capsys, str(EXAMPLES / "admission-checks"))
+    assert code == 0
+    items = {i["metadata"]["name"]: i for i in yaml.safe_load(out)["items"]}
+
+    def conditions(name: str) -> dict[str, tuple[str, str]]:
+        return {c["type"]: (c["status"], c["reason"]) for c in items[name]["status"]["conditions"]}
+
+    def states(name: str) -> list[tuple[str, str]]:
+        return [(c["name"], c["state"]) for c in items[name]["status"].get("admissionChecks", [])]
+
+    # Nothing reported yet: the quota is held, the Workload waits for its check.
+    assert conditions("train")["Admitted"] == ("False", "UnsatisfiedAdmissionChecks")
+    assert states("train") == [("capacity", "Pending")]
+    # Ready: admitted.
+    assert conditions("eval")["Admitted"] == ("True", "Admitted")
+    # The check applies to spot only: on on-demand none is needed, on spot it is.
+    assert (conditions("batch")["Admitted"], states("batch")) == (("True", "Admitted"), [])
+    assert items["spill"]["status"]["admission"]["podSetAssignments"][0]["flavors"] == {"cpu": "spot"}
+    assert states("spill") == [("capacity", "Pending")]
+    # Retry: evicted once, requeued after its delay, holding quota again.
+    assert conditions("sweep")["Requeued"] == ("True", "BackoffFinished")
+    assert conditions("sweep")["QuotaReserved"][0] == "True"
+    assert items["sweep"]["status"]["admissionChecks"][0]["retryCount"] == 1
+    # Rejected: evicted and deactivated.
+    assert conditions("render")["Evicted"] == ("True", "DeactivatedDueToAdmissionCheck")
+    assert items["render"]["spec"]["active"] is False
+    assert "admission" not in items["render"]["status"]

@@ -131,3 +131,9 @@ def test_a_workload_list() -> None:
     data = {"apiVersion": "v1", "kind": "List", "items": [item, other]}
     assert written(data) == pyyaml(data)
     assert yaml.safe_load(written(data)) == data
+
+
+def test_strings_that_open_like_a_document_marker_are_quoted() -> None:
+    data = {"...": "...", "a": ["---", "...x", "x..."]}
+    assert written(data) == pyyaml(data)
+    assert yaml.safe_load(written(data)) == data

@@ -153,6 +153,49 @@ def test_starting_merges_node_labels_tolerations_and_the_podset_label() -> None:
     assert "parallelism" not in spec
 
 
+def _checked(workload: dict[str, Any], *updates: dict[str, Any]) -> dict[str, Any]:
+    checks = [{"name": f"check-{i}", "state": "Ready", "podSetUpdates": [u]} for i, u in enumerate(updates)]
+    return {**workload, "status": {**workload["status"], "admissionChecks": checks}}
+
+
+def test_starting_merges_the_admission_checks_pod_set_updates() -> None:
+    """jobframework getPodSetsInfoFromStatus: each check's podSetUpdates for the pod set, PodSetInfo.Merge."""
+    job = _job()
+    provisioned = {
+        "name": "main",
+        "labels": {"provisioned": "yes"},
+        "annotations": {"cluster-autoscaler.kubernetes.io/consume-provisioning-request": "pr-1"},
+        "nodeSelector": {"pool": "reserved"},
+        "tolerations": [{"key": "reserved", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    other_pod_set = {"name": "driver", "labels": {"ignored": "yes"}}
+    same_toleration = {"name": "main", "tolerations": provisioned["tolerations"]}
+    wl = _checked(
+        _admitted(jw.workload_for_job(job), {"cpu": "spot"}), provisioned, other_pod_set, same_toleration
+    )
+    template = jp.start_patch(job, jp.start_info(wl, FLAVORS))["spec"]["template"]
+    assert template["metadata"]["labels"] == {"kueue.x-k8s.io/podset": "main", "provisioned": "yes"}
+    assert template["metadata"]["annotations"] == provisioned["annotations"]
+    assert template["spec"]["nodeSelector"] == {"instance": "spot", "pool": "reserved"}
+    assert template["spec"]["tolerations"] == [
+        {"key": "spot", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "reserved", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+
+
+def test_a_pod_set_update_against_the_flavor_can_never_start() -> None:
+    """PodSetInfo.Merge refuses an update that gives a node selector key another value."""
+    job = _job()
+    wl = _checked(
+        _admitted(jw.workload_for_job(job), {"cpu": "spot"}),
+        {"name": "main", "nodeSelector": {"instance": "x"}},
+    )
+    with pytest.raises(
+        jp.PodSetConflict, match="admission check check-0: conflict for nodeSelector: instance=x"
+    ):
+        jp.start_info(wl, FLAVORS)
+
+
 def test_a_node_label_the_template_sets_otherwise_can_never_start() -> None:
     job = _job()
     job["spec"]["template"]["spec"]["nodeSelector"] = {"instance": "reserved"}

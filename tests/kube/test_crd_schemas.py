@@ -17,7 +17,15 @@ from pydantic import BaseModel
 from kueuestream.agents.cli.main import main
 from kueuestream.agents.kube.crds import PRESERVE, SchemaError, all_crds, openapi_schema
 
-KINDS = {"ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue", "Workload"}
+KINDS = {
+    "ResourceFlavor",
+    "AdmissionCheck",
+    "WorkloadPriorityClass",
+    "Cohort",
+    "ClusterQueue",
+    "LocalQueue",
+    "Workload",
+}
 
 
 def structural_problems(node: Any, path: str = "") -> list[str]:
@@ -58,7 +66,7 @@ def test_every_crd_is_structural_v1beta2_with_its_status_subresource() -> None:
         assert structural_problems(schema, kind) == []
         # The API server owns metadata; a CRD may not constrain it beyond name.
         assert schema["properties"]["metadata"] == {"type": "object"}
-        has_status = kind in {"ClusterQueue", "Cohort", "LocalQueue", "Workload"}
+        has_status = kind in {"AdmissionCheck", "ClusterQueue", "Cohort", "LocalQueue", "Workload"}
         assert ("subresources" in version) == has_status
         assert ("status" in schema["properties"]) == has_status
 
@@ -78,6 +86,9 @@ def test_workload_schema_reads_like_kueue_v1beta2() -> None:
     assert cpu["x-kubernetes-int-or-string"] is True
     conditions = schema["properties"]["status"]["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"
+    # Each check's controller writes its own entry: a map keyed by the check's name.
+    checks = schema["properties"]["status"]["properties"]["admissionChecks"]
+    assert (checks["x-kubernetes-list-type"], checks["x-kubernetes-list-map-keys"]) == ("map", ["name"])
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
     usage = schema["properties"]["status"]["properties"]["admission"]["properties"]["podSetAssignments"]
     assert usage["items"]["properties"]["resourceUsage"]["additionalProperties"]["x-kubernetes-int-or-string"]

@@ -131,9 +131,7 @@ async def test_listing_then_live_quota_changes_reach_the_log_and_the_pipeline(
             kinds = [(e.kind, e.name) for e in listed if control_kind(e.object)]
             assert kinds[0] == (WATCH_BATCH, BATCH_BEGIN)
             assert (WATCH_BATCH, BATCH_END) in kinds
-            assert {name for kind, name in kinds if kind == WATCH_PROGRESS} == {
-                k.kind for k in KINDS_WATCHED if k.kind != "AdmissionCheck"
-            }
+            assert {name for kind, name in kinds if kind == WATCH_PROGRESS} == {k.kind for k in KINDS_WATCHED}
             cq_event = next(e for e in listed if e.name == cq)
             assert cq_event.cluster == "test"
             assert cq_event.resourceVersion == made_cq["metadata"]["resourceVersion"]

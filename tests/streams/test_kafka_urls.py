@@ -73,7 +73,9 @@ def test_an_item_next_to_credentials_is_named_by_its_position(url: str) -> None:
     [
         ("kafka://u:pw@h:1", "kafka://***@h:1"),
         ("u:pw@h:1", "***@h:1"),
-        ("kafka://h:1;kafka://u:p@w@h2:2", "kafka://h:1;kafka://***@h2:2"),
+        # A password may hold "://" itself: a host before it in the URL is hidden too.
+        ("kafka://h:1;kafka://u:p@w@h2:2", "kafka://***@h2:2"),
+        ("kafka://a:x;y://@h:1", "kafka://***@h:1"),
         ("kafka://u:pa;ss@h:1;kafka://h2:2", "kafka://***@h:1;kafka://h2:2"),
         ("kafka://h:1", "kafka://h:1"),
     ],

@@ -1,0 +1,65 @@
+"""The status the cluster applier writes for a Workload decision, checked without a server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kueuestream.agents.kube.applier import has_status, merged_status, needs_deactivation
+
+
+def entry(name: str, state: str, when: str) -> dict[str, Any]:
+    return {"name": name, "state": state, "lastTransitionTime": when, "message": ""}
+
+
+def test_admission_checks_keep_a_controllers_newer_state() -> None:
+    """Each check controller writes its own entry (Kueue's SetAdmissionCheckState); a decision made
+    before the engine saw that write must not put the older state back."""
+    live = {
+        "admissionChecks": [
+            entry("newer", "Ready", "2026-01-01T00:00:05Z"),
+            entry("older", "Ready", "2026-01-01T00:00:01Z"),
+            entry("dropped", "Ready", "2026-01-01T00:00:01Z"),
+        ]
+    }
+    decided = {
+        "conditions": [],
+        "admissionChecks": [
+            entry("newer", "Pending", "2026-01-01T00:00:03Z"),
+            entry("older", "Pending", "2026-01-01T00:00:03Z"),
+        ],
+    }
+    wanted = merged_status(live, decided)
+    assert wanted["admissionChecks"] == [
+        entry("newer", "Ready", "2026-01-01T00:00:05Z"),
+        entry("older", "Pending", "2026-01-01T00:00:03Z"),
+    ]
+    assert not has_status(live, wanted)
+
+
+def test_checks_and_requeue_state_are_written_and_removed() -> None:
+    """status.admissionChecks and status.requeueState follow the decision, None meaning removed."""
+    decided = {
+        "conditions": [],
+        "requeueState": {"requeueAt": "2026-01-01T00:01:00Z"},
+        "admissionChecks": [entry("prov", "Pending", "2026-01-01T00:00:00Z")],
+    }
+    wanted = merged_status({}, decided)
+    assert wanted["requeueState"] == {"requeueAt": "2026-01-01T00:01:00Z"}
+    assert has_status(wanted, merged_status(wanted, decided))
+    cleared = merged_status(wanted, {"conditions": []})
+    assert (cleared["requeueState"], cleared["admissionChecks"]) == (None, None)
+    assert not has_status(wanted, cleared)
+    assert has_status({}, cleared)
+
+
+def test_a_workload_a_check_rejected_is_deactivated_unless_reactivated() -> None:
+    """Kueue sets spec.active false on a Workload a Rejected check deactivates; once set active
+    again (Requeued=True, reason Reactivated) it is left alone."""
+    evicted = {"type": "Evicted", "status": "True", "reason": "DeactivatedDueToAdmissionCheck"}
+    reactivated = {"type": "Requeued", "status": "True", "reason": "Reactivated"}
+    active: dict[str, Any] = {"spec": {}}
+    assert needs_deactivation(active, {"conditions": [evicted]})
+    assert not needs_deactivation({"spec": {"active": False}}, {"conditions": [evicted]})
+    assert not needs_deactivation(active, {"conditions": [evicted, reactivated]})
+    preempted = {**evicted, "reason": "Preempted"}
+    assert not needs_deactivation(active, {"conditions": [preempted]})
