@@ -3,12 +3,14 @@
 Flavors are tried in the ClusterQueue's order within each resource group; a
 flavor must accept the pod (node labels, taints) and have quota for every
 resource of the group that the pod set asks for. flavorFungibility decides
-whether a flavor that needs borrowing or preemption ends the search.
+whether a flavor that needs borrowing or preemption ends the search; one
+where preemption would find no candidates never does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -25,11 +27,53 @@ from kueuestream.admission.quantity import resource_quantity
 from kueuestream.admission.quota import FR, QuotaNode
 from kueuestream.admission.selectors import flavor_matches_pod, format_taint, untolerated_taint
 
+PODS = "pods"
+
 
 class Mode(IntEnum):
     NO_FIT = 0
     PREEMPT = 1
     FIT = 2
+
+
+class Granular(IntEnum):
+    """How a flavor can take a resource, worst first (Kueue's ``preemptionMode``)."""
+
+    NO_FIT = 0
+    # Quota would let preemption make room, but there is nothing to preempt.
+    NO_CANDIDATES = 1
+    # Room comes from preempting workloads of the same ClusterQueue.
+    PREEMPT = 2
+    # Room comes only from reclaiming quota other ClusterQueues borrowed.
+    RECLAIM = 3
+    FIT = 4
+
+    @property
+    def mode(self) -> Mode:
+        if self == Granular.FIT:
+            return Mode.FIT
+        return Mode.NO_FIT if self == Granular.NO_FIT else Mode.PREEMPT
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorMode:
+    """A flavor's mode and borrowing level (Kueue's ``granularMode``)."""
+
+    preemption: Granular
+    borrowing: int
+
+
+BEST = FlavorMode(Granular.FIT, 0)
+WORST = FlavorMode(Granular.NO_FIT, sys.maxsize)
+# Looked up once: the flavor search runs for every head of every cycle.
+_FIT, _NO_FIT = Granular.FIT, Granular.NO_FIT
+_MODE_OF = {g: g.mode for g in Granular}
+
+# What preemption would do for one resource of a flavor: Kueue's
+# ``preemptionOracle.SimulatePreemption``, given the pair and the amount the
+# pod sets need in it; answers the mode and the borrowing level once the
+# victims are gone.
+Oracle = Callable[["FR", int], tuple[Granular, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +95,7 @@ class QueueView:
     preempt_while_borrowing: bool
     # Some preemption policy could free quota at all.
     can_preempt: bool
+    preference: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +104,14 @@ class PodSetRequest:
     count: int
     requests: Mapping[str, int]  # totals for the whole pod set
     spec: PodSpec
+    # The fewest pods the pod set may run with (partial admission); None means all.
+    min_count: int | None = None
+    per_pod: Mapping[str, int] = field(default_factory=dict)
+
+    def scaled_to(self, count: int) -> PodSetRequest:
+        """The same pod set with ``count`` pods (Kueue's ``PodSetResources.ScaledTo``)."""
+        requests = {name: value * count for name, value in self.per_pod.items()}
+        return PodSetRequest(self.name, count, requests, self.spec, self.min_count, self.per_pod)
 
 
 @dataclass(slots=True)
@@ -73,7 +126,9 @@ class PodSetAssignment:
 class Assignment:
     pod_sets: list[PodSetAssignment]
     mode: Mode
-    borrows: bool
+    # How high in the cohort tree the assignment borrows: 0 within the
+    # ClusterQueue's own quota (Kueue's ``Assignment.Borrowing``).
+    borrowing: int
     usage: dict[FR, int]
     preempt_frs: set[FR]
     message: str = ""
@@ -89,9 +144,21 @@ def _group_of(view: QueueView, resource: str) -> int | None:
     return None
 
 
+def no_candidates(fr: FR, value: int) -> tuple[Granular, int]:
+    """The oracle of a ClusterQueue whose preemption policies are all Never."""
+    return Granular.NO_CANDIDATES, 0
+
+
 def _fits_quota(
-    view: QueueView, fr: FR, value: int, assumed: int, nominal: int, reasons: list[str]
-) -> tuple[Mode, bool]:
+    view: QueueView,
+    fr: FR,
+    value: int,
+    assumed: int,
+    nominal: int,
+    reasons: list[str],
+    oracle: Oracle,
+) -> tuple[Granular, int]:
+    """How the flavor can take ``value`` of the pair (Kueue's ``fitsResourceQuota``)."""
     node = view.node
     flavor, resource = fr
     max_capacity = node.potential_available(fr)
@@ -102,34 +169,61 @@ def _fits_quota(
             f"({resource_quantity(resource, value - assumed)}) > maximum capacity "
             f"({resource_quantity(resource, max_capacity)})"
         )
-        return Mode.NO_FIT, False
-    borrow = node.parent is not None and node.borrowing_with(fr, value)
-    available = node.available(fr)
+        return _NO_FIT, 0
+    borrowing, may_reclaim_in_tree = node.borrowing_height(fr, value)
+    available = max(0, node.available(fr))
     if value <= available:
-        return Mode.FIT, borrow
+        return _FIT, borrowing
     reasons.append(
         f"insufficient unused quota for {resource} in flavor {flavor}, "
         f"{resource_quantity(resource, value - available)} more needed"
     )
-    if view.can_preempt and (value <= nominal or (borrow and view.preempt_while_borrowing)):
-        return Mode.PREEMPT, borrow
-    return Mode.NO_FIT, borrow
+    if value <= nominal or may_reclaim_in_tree or view.preempt_while_borrowing:
+        if not view.can_preempt:
+            # Every policy is Never: the simulation could not find a single candidate.
+            return Granular.NO_CANDIDATES, borrowing
+        preemption, after = oracle(fr, value)
+        return preemption, borrowing if preemption == Granular.NO_CANDIDATES else after
+    return _NO_FIT, borrowing
 
 
-def _try_next(mode: Mode, borrows: bool, view: QueueView) -> bool:
-    if mode == Mode.NO_FIT:
+def is_preferred(a: FlavorMode, b: FlavorMode, preference: str | None) -> bool:
+    """Whether mode ``a`` beats ``b`` under the fungibility preference (Kueue's ``isPreferred``)."""
+    if a.preemption == Granular.NO_FIT:
+        return False
+    if b.preemption == Granular.NO_FIT:
         return True
-    if mode == Mode.PREEMPT and view.when_can_preempt == "TryNextFlavor":
+    a_none, b_none = a.preemption == Granular.NO_CANDIDATES, b.preemption == Granular.NO_CANDIDATES
+    if a_none != b_none:
+        return not a_none
+    if preference == "PreemptionOverBorrowing":
+        if a.borrowing != b.borrowing:
+            return a.borrowing < b.borrowing
+        return a.preemption > b.preemption
+    if a.preemption != b.preemption:
+        return a.preemption > b.preemption
+    return a.borrowing < b.borrowing
+
+
+def should_try_next_flavor(mode: FlavorMode, when_can_borrow: str, when_can_preempt: str) -> bool:
+    """Whether the search goes on past a flavor in ``mode`` (Kueue's ``shouldTryNextFlavor``).
+
+    A flavor that does not fit, or where preemption would find no candidates,
+    never ends the search, whatever the policies say.
+    """
+    if mode.preemption in (Granular.NO_FIT, Granular.NO_CANDIDATES):
         return True
-    return borrows and view.when_can_borrow == "TryNextFlavor"
+    if mode.preemption in (Granular.PREEMPT, Granular.RECLAIM) and when_can_preempt == "TryNextFlavor":
+        return True
+    return mode.borrowing > 0 and when_can_borrow == "TryNextFlavor"
 
 
 @dataclass(slots=True)
 class _Choice:
-    mode: Mode = Mode.NO_FIT
-    borrows: bool = False
+    mode: FlavorMode = WORST
     flavors: dict[str, str] = field(default_factory=dict)
     modes: dict[FR, Mode] = field(default_factory=dict)
+    borrowing: int = 0
     # The least severe reason among the group's flavors that did not fit.
     no_fit_reason: str = ""
 
@@ -142,7 +236,9 @@ def _assign_group(
     flavors: Mapping[str, ResourceFlavor],
     assumed: Mapping[FR, int],
     reasons: list[str],
+    oracle: Oracle,
 ) -> _Choice:
+    """The flavor for one resource group (Kueue's ``findFlavorForPodSets``)."""
     best = _Choice()
     # Why each flavor tried did not fit; any one of them could take the pod set.
     no_fit: list[str] = []
@@ -161,7 +257,7 @@ def _assign_group(
             reasons.append(f"flavor {flavor_name} doesn't match node affinity")
             no_fit.append(NO_MATCHING_FLAVOR)
             continue
-        choice = _Choice(mode=Mode.FIT)
+        choice = _Choice(mode=BEST)
         # Every resource is checked, as Kueue does, so the message names all that are short.
         flavor_no_fit: list[str] = []
         for resource in sorted(requests):
@@ -170,24 +266,32 @@ def _assign_group(
             nominal = quota.nominal if quota else 0
             prior = assumed.get(fr, 0)
             value = requests[resource] + prior
-            mode, borrow = _fits_quota(view, fr, value, prior, nominal, reasons)
-            if mode == Mode.NO_FIT:
+            granular, borrowing = _fits_quota(view, fr, value, prior, nominal, reasons, oracle)
+            if granular is _NO_FIT:
                 exceeds = value > view.node.potential_available(fr)
                 flavor_no_fit.append(EXCEEDS_MAX_QUOTA if exceeds else WAITING_FOR_QUOTA)
-            if choice.mode == Mode.NO_FIT:
+            if choice.mode.preemption is _NO_FIT:
                 continue
-            choice.mode = min(choice.mode, mode)
-            choice.borrows = choice.borrows or borrow
-            if choice.mode == Mode.NO_FIT:
-                continue
+            # The flavor is as good as its worst resource; one that fits in its own quota is no worse.
+            if granular is not _FIT or borrowing:
+                mode = FlavorMode(granular, borrowing)
+                if is_preferred(choice.mode, mode, view.preference):
+                    choice.mode = mode
+                if choice.mode.preemption is _NO_FIT:
+                    continue
             choice.flavors[resource] = flavor_name
-            choice.modes[fr] = mode
-        if choice.mode == Mode.NO_FIT:
+            choice.modes[fr] = _MODE_OF[granular]
+            if borrowing > choice.borrowing:
+                choice.borrowing = borrowing
+        if flavor_no_fit:
             no_fit.append(most_severe(flavor_no_fit))
-        if not _try_next(choice.mode, choice.borrows, view):
+        # A flavor that fits in the queue's own quota always ends the search.
+        if choice.mode is BEST or not should_try_next_flavor(
+            choice.mode, view.when_can_borrow, view.when_can_preempt
+        ):
             choice.no_fit_reason = least_severe(no_fit)
             return choice
-        if choice.mode > best.mode:
+        if is_preferred(choice.mode, best.mode, view.preference):
             best = choice
     best.no_fit_reason = least_severe(no_fit)
     return best
@@ -198,15 +302,24 @@ def assign_flavors(
     pod_sets: Sequence[PodSetRequest],
     flavors: Mapping[str, ResourceFlavor],
     only_declared: bool,
+    oracle: Oracle = no_candidates,
 ) -> Assignment:
-    result = Assignment(pod_sets=[], mode=Mode.FIT, borrows=False, usage={}, preempt_frs=set())
+    """Flavors for every pod set (Kueue's ``FlavorAssigner.Assign``).
+
+    ``oracle`` answers what preemption could do where quota is short; without
+    one, preemption is taken to find no candidates.
+    """
+    result = Assignment(pod_sets=[], mode=Mode.FIT, borrowing=0, usage={}, preempt_frs=set())
     skipped: set[str] = set()
     # One line per pod set that does not simply fit, as Kueue's ``Assignment.Message`` joins them.
     messages: list[str] = []
+    # A ClusterQueue with quota for "pods" counts each pod set's pods as a request of it.
+    pods_group = _group_of(view, PODS)
     for ps in pod_sets:
         by_group: dict[int, dict[str, int]] = {}
-        for resource in sorted(ps.requests):
-            amount = ps.requests[resource]
+        asked = ps.requests if pods_group is None else {**ps.requests, PODS: ps.count}
+        for resource in sorted(asked):
+            amount = asked[resource]
             if amount == 0:
                 continue
             index = _group_of(view, resource)
@@ -230,19 +343,22 @@ def assign_flavors(
         for index in sorted(by_group):
             requests = by_group[index]
             said: list[str] = []
-            choice = _assign_group(view, view.groups[index], requests, ps.spec, flavors, result.usage, said)
-            if choice.mode != Mode.FIT:
+            choice = _assign_group(
+                view, view.groups[index], requests, ps.spec, flavors, result.usage, said, oracle
+            )
+            if choice.mode.preemption is not _FIT:
                 # A group that found a flavor that fits says nothing, as in Kueue.
                 reasons += said
             group_reasons.append(choice.no_fit_reason)
-            if choice.mode == Mode.NO_FIT:
+            if choice.mode.preemption == Granular.NO_FIT:
                 result.mode = Mode.NO_FIT
                 messages.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}")
                 result.message = "; ".join(messages)
                 result.no_fit_reason = most_severe(r for r in group_reasons if r) or NO_MATCHING_FLAVOR
                 return result
-            result.mode = min(result.mode, choice.mode)
-            result.borrows = result.borrows or choice.borrows
+            # The worst resource decides, even where the preference ranked the flavor by borrowing.
+            result.mode = min(result.mode, *choice.modes.values())
+            result.borrowing = max(result.borrowing, choice.borrowing)
             for resource, flavor_name in choice.flavors.items():
                 psa.flavors[resource] = flavor_name
                 psa.usage[resource] = requests[resource]

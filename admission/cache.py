@@ -336,6 +336,7 @@ class Cache:
             ),
             when_can_borrow=spec.flavor_fungibility.when_can_borrow,
             when_can_preempt=spec.flavor_fungibility.when_can_preempt,
+            preference=spec.flavor_fungibility.preference,
             preempt_while_borrowing=p.borrow_within_cohort.policy != "Never"
             or (fair and p.reclaim_within_cohort != "Never"),
             can_preempt=p.within_cluster_queue != "Never" or p.reclaim_within_cohort != "Never",

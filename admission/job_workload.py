@@ -18,13 +18,18 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kueuestream.admission.jobs import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, workload_name
+from kueuestream.admission.jobs import (
+    JOB_UID_LABEL,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    min_parallelism_of,
+    workload_name,
+)
 
 Manifest = dict[str, Any]
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
 POD_SET_NAME = "main"
-MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 PROVISIONING_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 # Set by the Job controller on the pod template; only job-name is worth keeping in a Workload.
@@ -73,11 +78,7 @@ def job_workload_name(job: Manifest) -> str:
 
 
 def min_count(job: Manifest) -> int | None:
-    raw = annotations_of(job).get(MIN_PARALLELISM_ANNOTATION)
-    try:
-        return int(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return None
+    return min_parallelism_of(annotations_of(job))
 
 
 def pods_count(job: Manifest) -> int:

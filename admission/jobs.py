@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Mapping
 
 from kueuestream.admission.api.base import ObjectMeta
 from kueuestream.admission.api.batch import Job
@@ -12,6 +14,10 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
+# The fewest pods the Job may start with: partial admission (Kueue's JobMinParallelismAnnotation).
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+# What Go's strconv.Atoi accepts.
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
 JOB_GROUP = "batch"
 HASH_LENGTH = 5
 # Kueue's limit on a Workload name (ShortWorkloadNames, alpha and off, would make it 63).
@@ -44,16 +50,35 @@ def is_queued(job: Job) -> bool:
     return bool(job.metadata.labels.get(QUEUE_NAME_LABEL))
 
 
-def workload_for_job(job: Job) -> Workload:
-    meta = job.metadata
-    labels = {JOB_UID_LABEL: meta.uid} if meta.uid else {}
+def pods_count(job: Job) -> int:
+    """``min(parallelism, completions)``, parallelism defaulting to 1 (Kueue's ``podsCount``)."""
     count = job.spec.parallelism if job.spec.parallelism is not None else 1
     if job.spec.completions is not None:
         count = min(count, job.spec.completions)
+    return count
+
+
+def min_parallelism_of(annotations: Mapping[str, object]) -> int | None:
+    """The job-min-parallelism annotation as a number; None when absent or, as for Kueue's
+    ``minPodsCount``, not a decimal integer."""
+    raw = annotations.get(MIN_PARALLELISM_ANNOTATION)
+    return int(raw) if isinstance(raw, str) and _DECIMAL.fullmatch(raw) else None
+
+
+def min_parallelism(job: Job) -> int | None:
+    return min_parallelism_of(job.metadata.annotations)
+
+
+def workload_for_job(job: Job) -> Workload:
+    meta = job.metadata
+    labels = {JOB_UID_LABEL: meta.uid} if meta.uid else {}
+    count = pods_count(job)
     wpc = meta.labels.get(PRIORITY_CLASS_LABEL, "")
     ref = PriorityClassRef(name=wpc, kind="WorkloadPriorityClass") if wpc else None
     spec = WorkloadSpec(
-        pod_sets=[PodSet(name="main", count=count, template=job.spec.template)],
+        pod_sets=[
+            PodSet(name="main", count=count, min_count=min_parallelism(job), template=job.spec.template)
+        ],
         queue_name=meta.labels.get(QUEUE_NAME_LABEL, ""),
         priority_class_ref=ref,
         priority_class_source=WORKLOAD_PRIORITY_CLASS_SOURCE if wpc else "",

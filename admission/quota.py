@@ -41,6 +41,8 @@ class QuotaNode:
     # What each pair keeps back from its parent (beyond the lending limit); fixed per build.
     kept: dict[FR, int] = field(default_factory=dict)
     top: QuotaNode | None = None
+    # Distance to the furthest leaf below (Kueue's getNodeHeight); fixed per build.
+    height: int = 0
 
     def __repr__(self) -> str:
         kind = "ClusterQueue" if self.is_cluster_queue else "Cohort"
@@ -85,6 +87,30 @@ class QuotaNode:
 
     def borrowing_with(self, fr: FR, extra: int) -> bool:
         return self.usage.get(fr, 0) + extra > self.subtree.get(fr, 0)
+
+    def local_available(self, fr: FR) -> int:
+        """What this node keeps back from its parent and does not use yet."""
+        return max(0, self.kept.get(fr, 0) - self.usage.get(fr, 0))
+
+    def borrowing_height(self, fr: FR, value: int) -> tuple[int, bool]:
+        """How high in the cohort tree ``value`` more of ``fr`` must be found (Kueue's
+        ``FindHeightOfLowestSubtreeThatFits``).
+
+        Returns the height of the lowest Cohort whose subtree quota covers the
+        extra usage (0 when the ClusterQueue's own quota does; the whole tree's
+        height when nothing does), and whether that Cohort is below the root,
+        so quota may still be reclaimed in the part of the tree above it.
+        """
+        if self.parent is None or not self.borrowing_with(fr, value):
+            return 0, self.parent is not None
+        remaining = value - self.local_available(fr)
+        node: QuotaNode | None = self.parent
+        while node is not None:
+            if not node.borrowing_with(fr, remaining):
+                return node.height, node.parent is not None
+            remaining -= node.local_available(fr)
+            node = node.parent
+        return self.root.height, False
 
     def add_usage(self, fr: FR, amount: int) -> None:
         self.root.version += 1
@@ -131,6 +157,8 @@ class QuotaNode:
 def compute_subtree_quotas(root: QuotaNode) -> None:
     for child in root.children:
         compute_subtree_quotas(child)
+    # A Cohort with children stands one above them; ClusterQueues are leaves.
+    root.height = max((c.height + 1 for c in root.children), default=0)
     root.subtree_cqs = sorted(root.cluster_queues(), key=lambda n: n.name)
     top = root.root
     for node in root.walk():

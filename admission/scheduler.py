@@ -21,11 +21,20 @@ the same, and the decisions come out in the order the heads were processed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from kueuestream.admission.assignment import Assignment, Mode, assign_flavors
+from kueuestream.admission import podset_reducer
+from kueuestream.admission.assignment import (
+    Assignment,
+    Granular,
+    Mode,
+    Oracle,
+    PodSetRequest,
+    assign_flavors,
+    no_candidates,
+)
 from kueuestream.admission.cache import Cache
 from kueuestream.admission.fair_sharing import FairSharing
 from kueuestream.admission.lifecycle import Lifecycle
@@ -37,8 +46,16 @@ from kueuestream.admission.pending_reasons import (
     WAITING_FOR_QUOTA,
     choose,
 )
-from kueuestream.admission.preemption import Preemptor, Target, classical_targets, fits
+from kueuestream.admission.preemption import (
+    Preemptor,
+    Target,
+    classical_targets,
+    fits,
+    remove,
+    restore,
+)
 from kueuestream.admission.queue_manager import QueueManager, RequeueReason
+from kueuestream.admission.quota import FR
 from kueuestream.admission.selectors import label_selector_matches
 from kueuestream.admission.snapshot import Snapshot
 from kueuestream.admission.state import ClusterQueueRecord, WorkloadRecord
@@ -130,27 +147,53 @@ class Scheduler:
                 reason=self._reason(MISCONFIGURED),
                 requeue_reason=RequeueReason.NAMESPACE_MISMATCH,
             )
-        assert rec.pod_sets is not None
+        pod_sets = rec.pod_sets
+        assert pod_sets is not None
         only_declared = snapshot.config.quota_check == "OnlyDeclared"
-        assignment = assign_flavors(cq.view, rec.pod_sets, snapshot.flavors, only_declared)
+        oracle = self._oracle(rec, cq, snapshot) if cq.view.can_preempt else no_candidates
+        entry, full = self._attempt(rec, cq, pod_sets, snapshot, only_declared, oracle)
+        if entry is not None:
+            return entry
+        if snapshot.config.gate("PartialAdmission"):
+            # Kueue's getInitialAssignments: fewer pods, down to each minCount, as the reducer finds.
+            partial = podset_reducer.search(
+                [ps.count for ps in pod_sets],
+                [ps.min_count for ps in pod_sets],
+                lambda counts: self._attempt(
+                    rec,
+                    cq,
+                    [ps.scaled_to(n) for ps, n in zip(pod_sets, counts, strict=True)],
+                    snapshot,
+                    only_declared,
+                    oracle,
+                )[0],
+            )
+            if partial is not None:
+                return partial
+        # No flavor fits, or preemption could make room but nothing can be preempted now.
+        reason = (full.no_fit_reason if full.mode == Mode.NO_FIT else "") or WAITING_FOR_QUOTA
+        return Entry(
+            rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message, reason=self._reason(reason)
+        )
+
+    def _attempt(
+        self,
+        rec: WorkloadRecord,
+        cq: ClusterQueueRecord,
+        pod_sets: Sequence[PodSetRequest],
+        snapshot: Snapshot,
+        only_declared: bool,
+        oracle: Oracle,
+    ) -> tuple[Entry | None, Assignment]:
+        """Flavors for these pod counts, and the entry when they fit or preemption makes room."""
+        assignment = assign_flavors(cq.view, pod_sets, snapshot.flavors, only_declared, oracle)
         if assignment.mode == Mode.FIT:
-            return Entry(rec, cq, EntryKind.FIT, assignment)
+            return Entry(rec, cq, EntryKind.FIT, assignment), assignment
         if assignment.mode == Mode.PREEMPT:
             targets = self._targets(rec, cq, assignment, snapshot)
             if targets:
-                return Entry(rec, cq, EntryKind.PREEMPT, assignment, targets, assignment.message)
-            # Preemption could make room, but no workload can be preempted now.
-            reason = WAITING_FOR_QUOTA
-        else:
-            reason = assignment.no_fit_reason or WAITING_FOR_QUOTA
-        return Entry(
-            rec,
-            cq,
-            EntryKind.NOT_NOMINATED,
-            assignment,
-            message=assignment.message,
-            reason=self._reason(reason),
-        )
+                return Entry(rec, cq, EntryKind.PREEMPT, assignment, targets, assignment.message), assignment
+        return None, assignment
 
     def _targets(
         self, rec: WorkloadRecord, cq: ClusterQueueRecord, assignment: Assignment, snapshot: Snapshot
@@ -163,6 +206,28 @@ class Scheduler:
             usage=assignment.usage,
             preempt_frs=frozenset(assignment.preempt_frs),
         )
+        return self._preemption_targets(pre, cq, snapshot)
+
+    def _oracle(self, rec: WorkloadRecord, cq: ClusterQueueRecord, snapshot: Snapshot) -> Oracle:
+        """What preemption could do for one pair of a flavor (Kueue's ``SimulatePreemption``)."""
+
+        def simulate(fr: FR, value: int) -> tuple[Granular, int]:
+            pre = Preemptor(cq.name, rec.priority, rec.created_ms, {fr: value}, frozenset((fr,)))
+            targets = self._preemption_targets(pre, cq, snapshot)
+            if not targets:
+                return Granular.NO_CANDIDATES, 0
+            for target in targets:
+                remove(snapshot.nodes, target.candidate)
+            borrowing, _ = cq.node.borrowing_height(fr, value)
+            for target in reversed(targets):
+                restore(snapshot.nodes, target.candidate)
+            if any(t.candidate.cluster_queue == cq.name for t in targets):
+                return Granular.PREEMPT, borrowing
+            return Granular.RECLAIM, borrowing
+
+        return simulate
+
+    def _preemption_targets(self, pre: Preemptor, cq: ClusterQueueRecord, snapshot: Snapshot) -> list[Target]:
         if snapshot.config.fair_sharing_enabled:
             return self.fair_sharing.targets(pre, cq, snapshot.nodes, snapshot.admitted)
         return classical_targets(pre, cq.obj.spec.preemption, cq.node, snapshot.nodes, snapshot.admitted)
@@ -247,11 +312,12 @@ class Scheduler:
 
 
 def classical_order(entries: list[Entry], by_priority: bool) -> list[Entry]:
-    """Kueue's ``makeClassicalIterator``: heads that fit without borrowing first, then by
-    priority (with PrioritySortingWithinCohort), then the earlier queue time; keys break ties."""
+    """Kueue's ``makeClassicalIterator``: heads that borrow less high in the cohort tree
+    first (0: not at all), then by priority (with PrioritySortingWithinCohort), then the
+    earlier queue time; keys break ties."""
 
     def key(e: Entry) -> tuple[object, ...]:
-        borrows = e.assignment.borrows if e.assignment else False
+        borrows = e.assignment.borrowing if e.assignment else 0
         prio = -e.rec.priority if by_priority else 0
         return (borrows, prio, e.rec.created_ms, e.rec.key)
 

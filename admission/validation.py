@@ -18,6 +18,7 @@ from kueuestream.admission.api.kueue import (
     Workload,
 )
 from kueuestream.admission.errors import FieldError
+from kueuestream.admission.jobs import MIN_PARALLELISM_ANNOTATION, min_parallelism, pods_count
 from kueuestream.admission.names import subdomain_problem
 
 MAX_RESOURCE_GROUPS = 16
@@ -309,6 +310,22 @@ def validate_job(job: Job) -> list[FieldError]:
     errors: list[FieldError] = []
     if job.spec.parallelism is not None and job.spec.parallelism < 0:
         errors.append(FieldError("spec.parallelism", f"must be >= 0, got {job.spec.parallelism}"))
+    # As Kueue's Job webhook checks it (validatePartialAdmissionCreate).
+    raw = job.metadata.annotations.get(MIN_PARALLELISM_ANNOTATION)
+    if raw is not None:
+        path = f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]"
+        minimum, pods = min_parallelism(job), pods_count(job)
+        if minimum is None:
+            errors.append(FieldError(path, f"must be a whole number of pods, got {raw!r}"))
+        elif pods < 2:
+            errors.append(FieldError(path, f"needs a Job of 2 or more pods; this one runs {pods}"))
+        elif not 0 < minimum < pods:
+            errors.append(
+                FieldError(
+                    path,
+                    f"must be between 1 and {pods - 1} (fewer than the Job's {pods} pods), got {minimum}",
+                )
+            )
     return errors
 
 

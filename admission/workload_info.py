@@ -70,12 +70,19 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
             per_pod = without_prefixes(per_pod, prefixes)
         for resource, amount in devices.per_pod.get(ps.name, {}).items():
             per_pod[resource] = per_pod.get(resource, 0) + amount
-        out.append(PodSetRequest(ps.name, ps.count, scale(per_pod, ps.count), ps.template.spec))
+        out.append(
+            PodSetRequest(
+                ps.name, ps.count, scale(per_pod, ps.count), ps.template.spec, ps.min_count, per_pod
+            )
+        )
     rec.pod_sets = out
     rec.equivalence = (
         rec.key[0],
         rec.priority,
-        tuple((ps.name, ps.count, tuple(sorted(ps.requests.items())), _constraints(ps.spec)) for ps in out),
+        tuple(
+            (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())), _constraints(ps.spec))
+            for ps in out
+        ),
     )
 
 

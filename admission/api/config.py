@@ -21,6 +21,7 @@ FEATURE_GATE_DEFAULTS: dict[str, bool] = {
     "QuotaCheck": True,
     "DynamicResourceAllocation": True,
     "PrioritySortingWithinCohort": True,
+    "PartialAdmission": True,
     "UnadmittedWorkloadsObservability": True,
     "UnadmittedWorkloadsExplicitStatus": False,
 }

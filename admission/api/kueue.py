@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from kueuestream.admission.api.base import (
     ApiModel,
@@ -79,9 +79,33 @@ def _fungibility(value: Any, stop: str) -> Any:
     )
 
 
+FungibilityPreference = Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"]
+
+
 class FlavorFungibility(ApiModel):
     when_can_borrow: Literal["Borrow", "TryNextFlavor"] = "Borrow"
     when_can_preempt: Literal["Preempt", "TryNextFlavor"] = "TryNextFlavor"
+    # Which flavor wins when every candidate needs borrowing, preemption or both
+    # (unset means BorrowingOverPreemption).
+    preference: FungibilityPreference | None = None
+
+    @model_validator(mode="after")
+    def _preference_needs_try_next(self) -> FlavorFungibility:
+        # The API server refuses the same (the CRD's validation rule on flavorFungibility).
+        stopping = [
+            name
+            for name, value in (
+                ("whenCanBorrow", self.when_can_borrow),
+                ("whenCanPreempt", self.when_can_preempt),
+            )
+            if value != "TryNextFlavor"
+        ]
+        if self.preference is not None and stopping:
+            raise ValueError(
+                f"preference {self.preference} can only be set when both whenCanBorrow and "
+                f"whenCanPreempt are TryNextFlavor; {' and '.join(stopping)} may stop the search"
+            )
+        return self
 
     @field_validator("when_can_borrow", mode="before")
     @classmethod

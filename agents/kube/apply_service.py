@@ -53,9 +53,7 @@ async def _read_all(log: Log, topic: str) -> tuple[list[bytes], dict[int, int]]:
 class KafkaApplier:
     """A :class:`ClusterSide` between Kafka topics and a cluster."""
 
-    def __init__(
-        self, conn: KubeConnection, kafka: KafkaLog, broker: KafkaTarget, names: TopicNames
-    ) -> None:
+    def __init__(self, conn: KubeConnection, kafka: KafkaLog, broker: KafkaTarget, names: TopicNames) -> None:
         self.conn = conn
         self.kafka = kafka
         self.broker = kafka_settings(broker)
