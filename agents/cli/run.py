@@ -12,6 +12,8 @@ from kueuestream.agents.cli.cluster_options import (
     lease_or_report,
     watch_options,
 )
+from kueuestream.agents.cli.metrics_options import add_metrics_option, metrics_port_usable
+from kueuestream.agents.cli.shadow_options import add_shadow_options, shadow_report
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     folder.add_argument("--once", action="store_true", help="process what is there now, then stop")
     cluster = p.add_argument_group("with --kubeconfig or --in-cluster")
     add_cluster_options(cluster)
+    add_metrics_option(cluster)
+    add_shadow_options(cluster)
     add_lease_options(p, "kueuestream-run")
     p.set_defaults(func=run)
 
@@ -43,9 +47,14 @@ def run(args: argparse.Namespace) -> int:
             "cluster": "--cluster",
             "config": "--config",
             "config_map": "--config-map",
+            "metrics_port": "--metrics-port",
+            "shadow": "--shadow",
+            "shadow_report": "--shadow-report",
             "leader_elect": "--leader-elect",
         }
-        given = [flag for attr, flag in flags.items() if getattr(args, attr)]
+        given = [flag for attr, flag in flags.items() if getattr(args, attr) not in (None, False, "")]
+        if args.metrics_port == 0:  # 0 == False, yet the flag was given
+            given.append("--metrics-port")
         if given:
             print(
                 f"error: {', '.join(given)} go with --kubeconfig or --in-cluster, not --source",
@@ -61,10 +70,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from kueuestream.agents.kube.runtime import run_cluster
+    report, usable = shadow_report(args)
+    if not usable:
+        return 2
+    if not metrics_port_usable(args):
+        return 2
+    from kueuestream.agents.kube.runtime import Operating, run_cluster
 
     options = watch_options(args)
     lease, ok = lease_or_report(args)
     if options is None or not ok:
         return 2
-    return run_cluster(options, args.log_dir, lease=lease)
+    operating = Operating(metrics_port=args.metrics_port, shadow=args.shadow, shadow_report=report)
+    return run_cluster(options, args.log_dir, lease=lease, operating=operating)

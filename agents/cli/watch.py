@@ -12,6 +12,7 @@ from kueuestream.agents.cli.cluster_options import (
     watch_options,
 )
 from kueuestream.agents.cli.kafka_options import add_broker_options, with_broker_settings
+from kueuestream.agents.cli.metrics_options import add_metrics_option, metrics_port_usable
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,6 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_cluster_options(p)
     add_broker_options(p)
     add_lease_options(p, "kueuestream-watch")
+    add_metrics_option(p)
     p.set_defaults(func=run)
 
 
@@ -31,6 +33,11 @@ def run(args: argparse.Namespace) -> int:
 
     options = watch_options(args)
     lease, ok = lease_or_report(args)
-    if options is None or not ok:
+    if options is None or not ok or not metrics_port_usable(args):
         return 2
-    return with_broker_settings(args, lambda s: run_watch(options, s, prefix=args.topic_prefix, lease=lease))
+    return with_broker_settings(
+        args,
+        lambda s: run_watch(
+            options, s, prefix=args.topic_prefix, lease=lease, metrics_port=args.metrics_port
+        ),
+    )

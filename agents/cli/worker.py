@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kueuestream.agents.cli.kafka_options import add_broker_options, with_broker_settings
+from kueuestream.agents.cli.metrics_options import add_metrics_option, metrics_port_usable
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,12 +25,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Workloads and stops the jobs, and kueuestream apply writes the decisions",
     )
     add_broker_options(p)
+    add_metrics_option(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.faust_worker.app import run_worker
 
+    if not metrics_port_usable(args):
+        return 2
     return with_broker_settings(
         args,
         lambda settings: run_worker(
@@ -40,5 +44,6 @@ def run(args: argparse.Namespace) -> int:
             loglevel=args.loglevel,
             clock=not args.no_clock,
             cluster=args.cluster,
+            metrics_port=args.metrics_port,
         ),
     )

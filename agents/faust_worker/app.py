@@ -44,13 +44,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import faust
 from aiokafka import AIOKafkaProducer
+from faust.types import TP
 
+from kueuestream.admission.engine import Engine
 from kueuestream.admission.quantity import resource_quantity
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.admission_shards import Emitted
@@ -61,6 +63,8 @@ from kueuestream.agents.ingest import IngestHandler
 from kueuestream.agents.ingest_routing import TABLES
 from kueuestream.agents.kafka_commands import run_with_kafka
 from kueuestream.agents.log_entries import CLOCK_TICK, batch_marker, decode_entry
+from kueuestream.agents.metrics.kueue_series import KueueSeries
+from kueuestream.agents.metrics.serving import Served, serve_metrics
 from kueuestream.agents.outputs import Out, Role
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
@@ -80,6 +84,7 @@ VIEW_TABLES = ("quotas", "usage", "workloads")
 COMMIT_INTERVAL = 0.1
 # How often a worker checks whether its engines wait for the clock.
 CLOCK_INTERVAL = 0.25
+METRICS_INTERVAL = 1.0
 APPLIED_DETAIL = "no cluster attached: the status is recorded in kueue.applied"
 
 
@@ -119,6 +124,11 @@ class Runtime:
         self._view_keys: dict[str, set[str]] = {}
         self._kafka: KafkaLog | None = None
         self._producer: AIOKafkaProducer | None = None
+        # With --metrics-port: the Kueue-named series of the shards this worker owns, and
+        # (topic, partition, end, next offset) of its admission partitions, taken on a timer.
+        self.series: KueueSeries | None = None
+        self.lag: list[tuple[str, int, int, int]] = []
+        self.assigned = False
 
     async def kafka(self) -> KafkaLog:
         if self._kafka is None:
@@ -254,6 +264,27 @@ class Runtime:
     def _decisions(self, partition: int, emitted: Emitted) -> list[tuple[bytes, bytes]]:
         return [(o.key, o.value) for o in self.admission.outs(partition, emitted) if o.role == Role.DECISIONS]
 
+    def engines(self, partitions: Iterable[int] | None = None) -> list[Engine]:
+        """The engines of the shards of ``partitions`` (default: every partition this worker holds)."""
+        states = self.admission.states
+        chosen = sorted(states) if partitions is None else [p for p in partitions if p in states]
+        return [states[p].shards[s].engine for p in chosen for s in sorted(states[p].shards)]
+
+    def measure(self) -> None:
+        """Take the gauges of the shards held now, and the lag of their partitions."""
+        if self.series is None:
+            return
+        self.series.refresh(self.engines())
+        lag = []
+        for partition in sorted(self.next_offset):
+            try:
+                end = self.app.consumer.highwater(TP(self.names.admission, partition))
+            except Exception:  # not assigned to this worker any more
+                continue
+            if end is not None and end >= 0:
+                lag.append((self.names.admission, partition, end, self.next_offset[partition]))
+        self.lag = lag
+
     async def forget(self, partition: int) -> None:
         self.admission.drop(partition)
         self.next_offset.pop(partition, None)
@@ -379,6 +410,7 @@ def build_app(
     job_controller: bool = True,
     clock: bool = True,
     cluster: bool = False,
+    runtime_series: KueueSeries | None = None,
 ) -> tuple[faust.App, Runtime]:
     names = TopicNames(prefix)
     settings = kafka_settings(broker)
@@ -454,6 +486,8 @@ def build_app(
             outs = runtime.admission.outs(partition, emitted, event.value)
             writer.write([(o.key, o.value) for o in outs if o.role == Role.DECISIONS])
             runtime.update_views(partition, emitted)
+            if runtime.series is not None:
+                runtime.series.count(runtime.engines([partition]), emitted.decisions)
             acker.add(event, await runtime.queue_outside([o for o in outs if o.role != Role.DECISIONS]))
 
     async def apply(stream: Any) -> None:
@@ -485,6 +519,17 @@ def build_app(
     if clock:
         app.timer(interval=CLOCK_INTERVAL)(tick_clock)
 
+    if runtime_series is not None:
+        runtime.series = runtime_series
+
+        async def measure() -> None:
+            runtime.measure()
+
+        app.timer(interval=METRICS_INTERVAL)(measure)
+
+    async def on_assigned(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
+        runtime.assigned = True
+
     async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
         revoked: set[Any] = args[0] if args else kwargs.get("revoked", set())
         for tp in sorted(revoked):
@@ -498,6 +543,7 @@ def build_app(
 
     # mode's stubs type receivers more narrowly than the calls they receive.
     app.on_partitions_revoked.connect(cast(Any, on_revoked))
+    app.on_partitions_assigned.connect(cast(Any, on_assigned))
     app.on_before_shutdown.connect(cast(Any, on_shutdown))
 
     return app, runtime
@@ -517,6 +563,7 @@ def run_worker(
     loglevel: str = "warning",
     clock: bool = True,
     cluster: bool = False,
+    metrics_port: int | None = None,
 ) -> int:
     """``kueuestream worker``: run one Faust worker until it is stopped.
 
@@ -535,14 +582,29 @@ def run_worker(
 
     def work(settings: KafkaSettings) -> int:
         asyncio.run(_create_topics(settings, names))
-        app, _ = build_app(
-            settings, app_id=app_id, prefix=prefix, datadir=datadir, clock=clock, cluster=cluster
+        served, usable = serve_metrics(metrics_port, lambda line: print(line, flush=True), Served)
+        if not usable:
+            return 2
+        app, runtime = build_app(
+            settings,
+            app_id=app_id,
+            prefix=prefix,
+            datadir=datadir,
+            clock=clock,
+            cluster=cluster,
+            runtime_series=KueueSeries(served.registry) if served is not None else None,
         )
+        if served is not None:
+            served.ready = lambda: runtime.assigned
+            served.positions = lambda: runtime.lag
         worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
         try:
             worker.execute_from_commandline()
         except SystemExit as exc:
             return int(exc.code or 0)
+        finally:
+            if served is not None:
+                served.endpoint.stop()
         return 0
 
     return run_with_kafka(broker, work, (LogError,))

@@ -15,6 +15,13 @@ the events to the job integration (:mod:`.cluster_side`). Outcomes go to
 ``kueue.applied``. Time moves with the events; when an engine waits for a
 later time (Kueue's requeue batch), a clock tick is written to the log then.
 
+Operating. With a :class:`~kueuestream.agents.metrics.kueue_series.KueueSeries`
+the engines' Kueue-named series are taken after each group. In shadow mode
+(a :class:`~kueuestream.agents.kube.shadow.ShadowComparison`) nothing is
+written to the cluster: no status, no Job started or stopped, no Workload
+created; the decisions and the Workloads' live status go to the comparison
+instead of the applier and the job integration.
+
 Restart. The watcher resumes from the resourceVersions in the log; the
 pipeline rebuilds itself from the log; the job integration takes the log's
 watch events in and reconciles every Job; decisions without an outcome in
@@ -31,18 +38,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from kueuestream.admission.engine import Engine
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.runtime import describe_decision, describe_error, now_ms
 from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
-from kueuestream.agents.kube.cluster_side import ClusterSide
+from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
 from kueuestream.agents.kube.config_file import config_file_event
 from kueuestream.agents.kube.lease import LeaseSettings, leadership
 from kueuestream.agents.kube.resources import kinds_to_watch
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
+from kueuestream.agents.kube.shadow import ShadowComparison, ShadowDifferences
 from kueuestream.agents.kube.watch_ledger import ledger_from_log
 from kueuestream.agents.kube.watch_service import WatchOptions
 from kueuestream.agents.kube.watcher import Watcher
+from kueuestream.agents.metrics.kueue_series import KueueSeries
+from kueuestream.agents.metrics.serving import Served, serve_metrics
+from kueuestream.streams import codec
+from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.file_log import DEFAULT_DIRECTORY, FileLog
 from kueuestream.streams.schemas import AppliedRecord, DecisionRecord, ErrorRecord, WatchEvent
 
@@ -76,8 +89,12 @@ class EmbeddedCluster:
         *,
         on_decision: Callable[[DecisionRecord], None] | None = None,
         on_error: Callable[[ErrorRecord], None] | None = None,
+        metrics: KueueSeries | None = None,
+        shadow: ShadowComparison | None = None,
     ) -> None:
         self.conn = conn
+        self.metrics = metrics
+        self.shadow = shadow
         self.log = log
         self.on_decision = on_decision
         self.stats = ClusterStats()
@@ -108,7 +125,15 @@ class EmbeddedCluster:
             r.value for p in range(self.pipeline.partitions) for r in self.log.read_sync(n.decisions, p)
         ]
         applied = [r.value for p in range(self.applied_partitions) for r in self.log.read_sync(n.applied, p)]
-        queued = self.side.restore(watch, decisions, applied)
+        if self.shadow is not None:
+            self.shadow.observe(e for raw in watch if (e := decode_watch(raw)) is not None)
+            for raw in decisions:
+                with contextlib.suppress(DecodeError):
+                    self.shadow.decide(codec.decode(raw, DecisionRecord))
+            self.shadow.write_report()
+            queued = 0
+        else:
+            queued = self.side.restore(watch, decisions, applied)
         self._pump()
         self._hand_on()
         return queued
@@ -121,7 +146,10 @@ class EmbeddedCluster:
         async with self._pipeline_lock:
             await asyncio.to_thread(self._pump, events)
             self.stats.watch_events += len(events)
-            self.side.observe(events)
+            if self.shadow is not None:
+                self.shadow.observe(events)
+            else:
+                self.side.observe(events)
             self._hand_on()
 
     def _pump(self, events: Sequence[WatchEvent] = ()) -> None:
@@ -129,6 +157,25 @@ class EmbeddedCluster:
         self.pipeline.pump()
         # One fsync for the whole group, before anything it decided reaches the cluster.
         self.log.persist_sync()
+        self._measure()
+
+    def _measure(self) -> None:
+        if self.metrics is not None:
+            self.metrics.update(self.engines(), self._fresh)
+
+    def engines(self) -> list[Engine]:
+        """The engines of every shard, by partition and shard."""
+        states = self.pipeline.admission.states
+        return [states[p].shards[s].engine for p in sorted(states) for s in sorted(states[p].shards)]
+
+    def positions(self) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, log end, next offset to process) of the topics the agents read."""
+        n = self.names
+        watch_end = self.log.end_offsets_sync(n.watch).get(0, 0)
+        out = [(n.watch, 0, watch_end, self.pipeline.watch_cursor)]
+        ends = self.log.end_offsets_sync(n.admission)
+        out += [(n.admission, p, ends.get(p, 0), c) for p, c in enumerate(list(self.pipeline.cursors))]
+        return out
 
     def _decided(self, decision: DecisionRecord) -> None:
         self.stats.decisions += 1
@@ -140,7 +187,10 @@ class EmbeddedCluster:
         """Give the applier the new decisions (on the event loop) and record outcomes so far."""
         fresh, self._fresh = self._fresh, []
         for decision in fresh:
-            self.side.decide(decision)
+            if self.shadow is not None:
+                self.shadow.decide(decision)
+            else:
+                self.side.decide(decision)
         self.flush()
 
     # --- time and outcomes ---------------------------------------------------------
@@ -154,6 +204,7 @@ class EmbeddedCluster:
     def _advance(self) -> None:
         self.pipeline.advance_clock(now_ms(), cluster=self.conn.cluster)
         self.log.persist_sync()
+        self._measure()
 
     def _outcome(self, record: AppliedRecord) -> None:
         self._outcomes.append(record)
@@ -186,9 +237,13 @@ async def open_cluster(
     *,
     on_decision: Callable[[DecisionRecord], None] | None = None,
     on_error: Callable[[ErrorRecord], None] | None = None,
+    metrics: KueueSeries | None = None,
+    shadow: ShadowComparison | None = None,
 ) -> tuple[EmbeddedCluster, Watcher]:
     """The runtime started from ``log``, and a watcher resuming from it that feeds it."""
-    runtime = EmbeddedCluster(conn, log, on_decision=on_decision, on_error=on_error)
+    runtime = EmbeddedCluster(
+        conn, log, on_decision=on_decision, on_error=on_error, metrics=metrics, shadow=shadow
+    )
     runtime.start()
     ledger = await ledger_from_log(log, runtime.names.watch, options.cluster or conn.cluster)
     if options.config_file is not None:
@@ -204,9 +259,10 @@ async def serve(runtime: EmbeddedCluster, watcher: Watcher) -> None:
     """Run the watcher, the job integration and the clock until cancelled."""
     tasks = [
         asyncio.create_task(watcher.run(), name="watcher"),
-        asyncio.create_task(runtime.side.jobs.run(), name="jobs"),
         asyncio.create_task(runtime.clock(), name="clock"),
     ]
+    if runtime.shadow is None:
+        tasks.append(asyncio.create_task(runtime.side.jobs.run(), name="jobs"))
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
@@ -219,10 +275,56 @@ async def serve(runtime: EmbeddedCluster, watcher: Watcher) -> None:
         runtime.flush()
 
 
-async def _run(options: WatchOptions, log_dir: Path, out: TextIO, lease: LeaseSettings | None) -> int:
+@dataclass(frozen=True, slots=True)
+class Operating:
+    """How ``run --kubeconfig`` is operated: its metrics endpoint and shadow mode."""
+
+    metrics_port: int | None = None  # 0: any free port
+    shadow: bool = False
+    shadow_report: Path | None = None
+
+
+class Observed(Served):
+    """:class:`Served`, with the Kueue-named series of the engines."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.series = KueueSeries(self.registry)
+
+    def watch(self, runtime: EmbeddedCluster, watcher: Watcher) -> None:
+        """Report on ``runtime``: ready once ``watcher`` has processed its first full list."""
+        self.positions = runtime.positions
+        self.ready = watcher.synced.is_set
+
+
+async def _run(
+    options: WatchOptions, log_dir: Path, out: TextIO, lease: LeaseSettings | None, operating: Operating
+) -> int:
     def show(line: str) -> None:
         print(line, file=out, flush=True)
 
+    shadow = ShadowComparison(show, operating.shadow_report) if operating.shadow else None
+    # Served from the start: a standby waiting for the Lease is alive, and not ready.
+    observed, usable = serve_metrics(operating.metrics_port, show, Observed)
+    if not usable:
+        return 2
+    if observed is not None and shadow is not None:
+        observed.registry.register(ShadowDifferences(shadow))
+    try:
+        return await _serve_cluster(options, log_dir, show, lease, observed, shadow)
+    finally:
+        if observed is not None:
+            observed.endpoint.stop()
+
+
+async def _serve_cluster(
+    options: WatchOptions,
+    log_dir: Path,
+    show: Show,
+    lease: LeaseSettings | None,
+    observed: Observed | None,
+    shadow: ShadowComparison | None,
+) -> int:
     main = asyncio.current_task()
     assert main is not None
     stop = cancel_on_signals(main.cancel)
@@ -238,9 +340,13 @@ async def _run(options: WatchOptions, log_dir: Path, out: TextIO, lease: LeaseSe
                 options,
                 on_decision=lambda d: show(describe_decision(d)),
                 on_error=lambda e: show(describe_error(e)),
+                metrics=observed.series if observed is not None else None,
+                shadow=shadow,
             )
             if elector is not None:
                 runtime.objects.guard = elector.check
+            if observed is not None:
+                observed.watch(runtime, watcher)
 
             async def announce() -> None:
                 await watcher.synced.wait()
@@ -268,7 +374,8 @@ def run_cluster(
     *,
     out: TextIO | None = None,
     lease: LeaseSettings | None = None,
+    operating: Operating | None = None,
 ) -> int:
     """``kueuestream run --kubeconfig``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
     log = Path(log_dir) if log_dir else DEFAULT_DIRECTORY
-    return run_service(_run(options, log, out or sys.stdout, lease))
+    return run_service(_run(options, log, out or sys.stdout, lease, operating or Operating()))

@@ -25,6 +25,7 @@ from kueuestream.agents.kube.resources import kinds_to_watch
 from kueuestream.agents.kube.serving import cancel_on_signals, run_service
 from kueuestream.agents.kube.watch_ledger import ledger_from_log
 from kueuestream.agents.kube.watcher import Watcher, wall_clock_ms
+from kueuestream.agents.metrics.serving import Served, serve_metrics
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget
@@ -73,7 +74,12 @@ async def start_watcher(
 
 
 async def _serve(
-    options: WatchOptions, broker: KafkaSettings, prefix: str, out: TextIO, lease: LeaseSettings | None
+    options: WatchOptions,
+    broker: KafkaSettings,
+    prefix: str,
+    out: TextIO,
+    lease: LeaseSettings | None,
+    served: Served | None = None,
 ) -> int:
     names = TopicNames(prefix)
     main = asyncio.current_task()
@@ -88,6 +94,8 @@ async def _serve(
         await ensure_topics(kafka, names)
         watcher = await start_watcher(conn, kafka, names, options, elector.check if elector else None)
         task = asyncio.create_task(watcher.run())
+        if served is not None:
+            served.ready = watcher.synced.is_set
         stop = cancel_on_signals(task.cancel)
         synced = asyncio.create_task(watcher.synced.wait())
         await asyncio.wait({task, synced}, return_when=asyncio.FIRST_COMPLETED)
@@ -124,10 +132,24 @@ def run_watch(
     prefix: str = "",
     out: TextIO | None = None,
     lease: LeaseSettings | None = None,
+    metrics_port: int | None = None,
 ) -> int:
-    """``kueuestream watch``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error."""
-    return run_with_kafka(
-        broker,
-        lambda s: run_service(_serve(options, s, prefix, out or sys.stdout, lease), s.redact),
-        failures=(),
-    )
+    """``kueuestream watch``: until SIGINT/SIGTERM; 0 on a clean stop, 2 for a usage error.
+
+    With ``metrics_port``, ``/readyz`` is ready once the first full list is in the log.
+    """
+    stream = out or sys.stdout
+
+    async def observed(settings: KafkaSettings) -> int:
+        served, usable = serve_metrics(
+            metrics_port, lambda line: print(line, file=stream, flush=True), Served
+        )
+        if not usable:
+            return 2
+        try:
+            return await _serve(options, settings, prefix, stream, lease, served)
+        finally:
+            if served is not None:
+                served.endpoint.stop()
+
+    return run_with_kafka(broker, lambda s: run_service(observed(s), s.redact), failures=())

@@ -85,8 +85,13 @@ def test_the_deploy_base_applies_for_real_and_as_a_server_side_dry_run(kube_conf
     assert dry.count("(server dry run)") == len(docs)
     for name in ("kueuestream-watch", "kueuestream-apply", "kueuestream-worker"):
         found = yaml.safe_load(kubectl(kube_config, "get", "deployment", name, "-n", NAMESPACE, "-o", "yaml"))
-        args = found["spec"]["template"]["spec"]["containers"][0]["args"]
+        container = found["spec"]["template"]["spec"]["containers"][0]
+        args = container["args"]
         assert args[:2] == ["kueuestream", name.removeprefix("kueuestream-")]
+        port = args[args.index("--metrics-port") + 1]
+        assert container["ports"] == [{"name": "metrics", "containerPort": int(port), "protocol": "TCP"}]
+        probe = container["livenessProbe"]["httpGet"]
+        assert (probe["path"], probe["port"]) == ("/healthz", "metrics")
 
 
 def token_kubeconfig(kube_config: str, account: str, path: Path) -> str:

@@ -1,0 +1,1 @@
+"""What the long-running commands expose to operators: Prometheus metrics, health and readiness."""
