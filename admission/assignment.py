@@ -16,6 +16,13 @@ from enum import IntEnum
 
 from kueuestream.admission.api.core import PodSpec
 from kueuestream.admission.api.kueue import ResourceFlavor
+from kueuestream.admission.pending_reasons import (
+    EXCEEDS_MAX_QUOTA,
+    NO_MATCHING_FLAVOR,
+    WAITING_FOR_QUOTA,
+    least_severe,
+    most_severe,
+)
 from kueuestream.admission.quantity import resource_quantity
 from kueuestream.admission.quota import FR, QuotaNode
 from kueuestream.admission.selectors import flavor_matches_pod, format_taint, untolerated_taint
@@ -126,6 +133,8 @@ class Assignment:
     preempt_frs: set[FR]
     message: str = ""
     skipped_resources: list[str] = field(default_factory=list)
+    # Why it does not fit at all (a granular QuotaReserved reason); "" unless mode is NO_FIT.
+    no_fit_reason: str = ""
 
 
 def _group_of(view: QueueView, resource: str) -> int | None:
@@ -215,6 +224,8 @@ class _Choice:
     flavors: dict[str, str] = field(default_factory=dict)
     modes: dict[FR, Mode] = field(default_factory=dict)
     borrowing: int = 0
+    # The least severe reason among the group's flavors that did not fit.
+    no_fit_reason: str = ""
 
 
 def _assign_group(
@@ -229,45 +240,60 @@ def _assign_group(
 ) -> _Choice:
     """The flavor for one resource group (Kueue's ``findFlavorForPodSets``)."""
     best = _Choice()
+    # Why each flavor tried did not fit; any one of them could take the pod set.
+    no_fit: list[str] = []
     for flavor_name in group.flavors:
         flavor = flavors.get(flavor_name)
         if flavor is None:
             reasons.append(f"flavor {flavor_name} not found")
+            no_fit.append(NO_MATCHING_FLAVOR)
             continue
         taint = untolerated_taint(flavor.spec.node_taints, [*pod.tolerations, *flavor.spec.tolerations])
         if taint is not None:
             reasons.append(f"untolerated taint {format_taint(taint)} in flavor {flavor_name}")
+            no_fit.append(NO_MATCHING_FLAVOR)
             continue
         if not flavor_matches_pod(pod, flavor.spec.node_labels):
             reasons.append(f"flavor {flavor_name} doesn't match node affinity")
+            no_fit.append(NO_MATCHING_FLAVOR)
             continue
         choice = _Choice(mode=BEST)
+        # Every resource is checked, as Kueue does, so the message names all that are short.
+        flavor_no_fit: list[str] = []
         for resource in sorted(requests):
             fr = (flavor_name, resource)
             quota = view.node.quotas.get(fr)
             nominal = quota.nominal if quota else 0
             prior = assumed.get(fr, 0)
-            granular, borrowing = _fits_quota(
-                view, fr, requests[resource] + prior, prior, nominal, reasons, oracle
-            )
+            value = requests[resource] + prior
+            granular, borrowing = _fits_quota(view, fr, value, prior, nominal, reasons, oracle)
+            if granular is _NO_FIT:
+                exceeds = value > view.node.potential_available(fr)
+                flavor_no_fit.append(EXCEEDS_MAX_QUOTA if exceeds else WAITING_FOR_QUOTA)
+            if choice.mode.preemption is _NO_FIT:
+                continue
             # The flavor is as good as its worst resource; one that fits in its own quota is no worse.
             if granular is not _FIT or borrowing:
                 mode = FlavorMode(granular, borrowing)
                 if is_preferred(choice.mode, mode, view.preference):
                     choice.mode = mode
                 if choice.mode.preemption is _NO_FIT:
-                    break
+                    continue
             choice.flavors[resource] = flavor_name
             choice.modes[fr] = _MODE_OF[granular]
             if borrowing > choice.borrowing:
                 choice.borrowing = borrowing
+        if flavor_no_fit:
+            no_fit.append(most_severe(flavor_no_fit))
         # A flavor that fits in the queue's own quota always ends the search.
         if choice.mode is BEST or not should_try_next_flavor(
             choice.mode, view.when_can_borrow, view.when_can_preempt
         ):
+            choice.no_fit_reason = least_severe(no_fit)
             return choice
         if is_preferred(choice.mode, best.mode, view.preference):
             best = choice
+    best.no_fit_reason = least_severe(no_fit)
     return best
 
 
@@ -285,6 +311,8 @@ def assign_flavors(
     """
     result = Assignment(pod_sets=[], mode=Mode.FIT, borrowing=0, usage={}, preempt_frs=set())
     skipped: set[str] = set()
+    # One line per pod set that does not simply fit, as Kueue's ``Assignment.Message`` joins them.
+    messages: list[str] = []
     # A ClusterQueue with quota for "pods" counts each pod set's pods as a request of it.
     pods_group = _group_of(view, PODS)
     for ps in pod_sets:
@@ -300,22 +328,33 @@ def assign_flavors(
                     skipped.add(resource)
                     continue
                 result.mode = Mode.NO_FIT
-                result.message = (
+                messages.append(
                     f"couldn't assign flavors to pod set {ps.name}: "
                     f"resource {resource} unavailable in ClusterQueue"
                 )
+                result.message = "; ".join(messages)
+                result.no_fit_reason = NO_MATCHING_FLAVOR
                 return result
             by_group.setdefault(index, {})[resource] = amount
         psa = PodSetAssignment(name=ps.name, count=ps.count)
         reasons: list[str] = []
+        # Every group must fit, so the pod set's reason is the most severe of theirs.
+        group_reasons: list[str] = []
         for index in sorted(by_group):
             requests = by_group[index]
+            said: list[str] = []
             choice = _assign_group(
-                view, view.groups[index], requests, ps.spec, flavors, result.usage, reasons, oracle
+                view, view.groups[index], requests, ps.spec, flavors, result.usage, said, oracle
             )
+            if choice.mode.preemption is not _FIT:
+                # A group that found a flavor that fits says nothing, as in Kueue.
+                reasons += said
+            group_reasons.append(choice.no_fit_reason)
             if choice.mode.preemption == Granular.NO_FIT:
                 result.mode = Mode.NO_FIT
-                result.message = f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}"
+                messages.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}")
+                result.message = "; ".join(messages)
+                result.no_fit_reason = most_severe(r for r in group_reasons if r) or NO_MATCHING_FLAVOR
                 return result
             # The worst resource decides, even where the preference ranked the flavor by borrowing.
             result.mode = min(result.mode, *choice.modes.values())
@@ -327,8 +366,9 @@ def assign_flavors(
                 result.usage[fr] = result.usage.get(fr, 0) + requests[resource]
                 if choice.modes[fr] == Mode.PREEMPT:
                     result.preempt_frs.add(fr)
-        if result.mode == Mode.PREEMPT and not result.message and reasons:
-            result.message = f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}"
+        if reasons:
+            messages.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}")
         result.pod_sets.append(psa)
+    result.message = "; ".join(messages)
     result.skipped_resources = sorted(skipped)
     return result

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from kueuestream.admission import job_workload
 from kueuestream.admission.api.base import ApiModel
 from kueuestream.admission.api.batch import Job
 from kueuestream.admission.api.config import Configuration
-from kueuestream.admission.api.kueue import LocalQueue, ResourceFlavor, Workload
+from kueuestream.admission.api.kueue import ClusterQueue, LocalQueue, ResourceFlavor, Workload
 from kueuestream.admission.cache import Cache
-from kueuestream.admission.decode import decode, dump
+from kueuestream.admission.cluster_queue_status import cluster_queue_status
+from kueuestream.admission.decode import decode
 from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
 from kueuestream.admission.fair_sharing import FairSharing
 from kueuestream.admission.jobs import is_queued, workload_for_job
@@ -47,6 +49,8 @@ class Engine:
         self.lifecycle = Lifecycle(self.cache, self.queues, self.outbox)
         self.fair_sharing = FairSharing(self.cache)
         self.scheduler = Scheduler(self.cache, self.queues, self.lifecycle, self.fair_sharing)
+        # Each ClusterQueue as written, for output.
+        self.cq_manifests: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ events
 
@@ -84,16 +88,28 @@ class Engine:
         self._store(obj, event.manifest or {})
 
     def _store(self, obj: ApiModel, manifest: dict[str, Any]) -> None:
+        if isinstance(obj, ClusterQueue):
+            self.cq_manifests[obj.metadata.name] = manifest
         if isinstance(obj, Workload):
             self.lifecycle.upsert(obj, manifest)
         elif isinstance(obj, Job):
             if is_queued(obj):
                 wl = workload_for_job(obj)
-                self.lifecycle.upsert(wl, dump(wl))
+                # Printed as Kueue's job framework creates it, with the priority it resolves.
+                shown = job_workload.workload_for_job(manifest)
+                if obj.metadata.creation_timestamp:
+                    # The Workload is created as soon as the Job is seen.
+                    shown["metadata"]["creationTimestamp"] = obj.metadata.creation_timestamp
+                self.lifecycle.upsert(wl, shown)
+                rec = self.cache.workloads.get((wl.metadata.namespace, wl.metadata.name))
+                if rec is not None and rec.manifest is shown:
+                    shown["spec"]["priority"] = rec.priority
         else:
             self.cache.store(obj)
 
     def _delete(self, ref: ObjectRef) -> None:
+        if ref.kind == "ClusterQueue":
+            self.cq_manifests.pop(ref.name, None)
         if ref.kind == "Workload":
             self.lifecycle.delete((ref.namespace, ref.name))
         elif ref.kind == "Job":
@@ -134,6 +150,16 @@ class Engine:
     def status_of(self, rec: WorkloadRecord) -> dict[str, Any]:
         """The Workload's ``status`` as Kueue writes it."""
         return workload_status(rec)
+
+    def cluster_queue_objects(self) -> list[dict[str, Any]]:
+        """Every ClusterQueue of the quota tree as written, with its status counts and usage, by name."""
+        out = []
+        workloads = self.cache.workloads.values()
+        for name in sorted(self.cache.cqs):
+            manifest = dict(self.cq_manifests.get(name, {}))
+            manifest["status"] = cluster_queue_status(self.cache.cqs[name], workloads)
+            out.append(manifest)
+        return out
 
     def workload_objects(self) -> list[dict[str, Any]]:
         """Every workload as a manifest carrying its current status, by namespace and name."""

@@ -23,7 +23,20 @@ from kueuestream.admission.assignment import Assignment, PodSetAssignment
 from kueuestream.admission.cache import Cache
 from kueuestream.admission.events import Action, Decision, ObjectRef
 from kueuestream.admission.jobs import JOB_UID_LABEL
-from kueuestream.admission.preemption import Target, preemption_message
+from kueuestream.admission.pending_reasons import (
+    DEACTIVATED,
+    EXPLICIT_STATUS_GATE,
+    GATE,
+    INADMISSIBLE,
+    MISCONFIGURED,
+    MSG_PENDING_EVALUATION,
+    PENDING,
+    PENDING_EVALUATION,
+    SCHEDULER_SET,
+    SUSPENDED,
+    choose,
+)
+from kueuestream.admission.preemption import Target, cq_path, preemption_message
 from kueuestream.admission.quantity import resource_value
 from kueuestream.admission.queue_manager import QueueManager
 from kueuestream.admission.queues import WorkloadKey
@@ -39,9 +52,7 @@ from kueuestream.admission.status import (
     MSG_NO_RESERVATION,
     PREEMPTED,
     QUOTA_RESERVED,
-    REASON_INADMISSIBLE,
     REASON_NO_RESERVATION,
-    REASON_PENDING,
     REQUEUED,
     Conditions,
 )
@@ -224,28 +235,29 @@ class Lifecycle:
         if cache.structure_dirty:
             return  # the rebuild places every pending workload
         if not rec.active:
-            self._inadmissible(rec, MSG_DEACTIVATED)
+            self._inadmissible(rec, DEACTIVATED, MSG_DEACTIVATED)
             return
         ensure_requests(rec, cache)
         if rec.pod_sets is None:
-            self._inadmissible(rec, rec.requests_problem)
+            self._inadmissible(rec, MISCONFIGURED, rec.requests_problem)
             return
         lq_name = rec.obj.spec.queue_name
         lq = cache.local_queues.get((rec.key[0], lq_name))
         if lq is None:
-            self._inadmissible(rec, f"LocalQueue {lq_name} doesn't exist")
+            self._inadmissible(rec, MISCONFIGURED, f"LocalQueue {lq_name} doesn't exist")
             return
         if lq.spec.stop_policy != "None":
-            self._inadmissible(rec, f"LocalQueue {lq_name} is inactive")
+            self._inadmissible(rec, SUSPENDED, f"LocalQueue {lq_name} is inactive")
             return
         cq = cache.cqs.get(lq.spec.cluster_queue)
         if cq is None:
-            self._inadmissible(rec, f"ClusterQueue {lq.spec.cluster_queue} doesn't exist")
+            self._inadmissible(rec, MISCONFIGURED, f"ClusterQueue {lq.spec.cluster_queue} doesn't exist")
             return
         if cq.inactive_reason:
-            self._inadmissible(rec, f"ClusterQueue {cq.name} is inactive")
+            self._inadmissible(rec, SUSPENDED, f"ClusterQueue {cq.name} is inactive")
             return
         rec.cluster_queue = cq.name
+        self._mark_pending_evaluation(rec)
         if cq.checks or rec.checks:
             self._sync_checks(rec, cq, None)
         if rec.requeue_at_ms is not None and rec.requeue_at_ms > self.now_ms:
@@ -273,9 +285,45 @@ class Lifecycle:
                     self._sync_checks(rec, cq, assigned)
                     self._check_outcome(rec)
 
-    def _inadmissible(self, rec: WorkloadRecord, message: str) -> None:
+    def _granular(self) -> bool:
+        return self.cache.config.gate(GATE)
+
+    def _inadmissible(self, rec: WorkloadRecord, granular_reason: str, message: str) -> None:
+        """It cannot be queued: the granular reason with the gate on, ``Inadmissible`` with it off
+        (Kueue's ``getQueueBlocker`` and ``resolveLegacyUnadmittedQuotaReservedCondition``)."""
         rec.cluster_queue = ""
-        self.set_pending(rec, REASON_INADMISSIBLE, message)
+        self.set_pending(rec, choose(self._granular(), granular_reason, INADMISSIBLE), message)
+
+    def _mark_pending_evaluation(self, rec: WorkloadRecord) -> None:
+        """A queued workload that nothing blocks waits for the scheduler: ``PendingEvaluation``.
+
+        Kueue's ``resolveGranularUnadmittedQuotaReservedCondition``: a reason the
+        scheduler wrote stays until the next cycle; any other (a queue that was
+        missing or stopped, a deactivation) becomes PendingEvaluation; a workload
+        without the condition gets it only with UnadmittedWorkloadsExplicitStatus.
+        """
+        if not self._granular() or rec.conditions.is_true(EVICTED):
+            # Requeued after an eviction: the eviction's message stays until the scheduler's.
+            return
+        cond = rec.conditions.get(QUOTA_RESERVED)
+        if cond is None:
+            if not self.cache.config.gate(EXPLICIT_STATUS_GATE):
+                return
+        elif cond.status != "False" or cond.reason in SCHEDULER_SET:
+            return
+        self.set_pending(rec, self._evaluation_reason(rec), MSG_PENDING_EVALUATION)
+
+    def _evaluation_reason(self, rec: WorkloadRecord) -> str:
+        """PendingEvaluation, or the legacy ``Pending`` (gate off, or still marked Evicted).
+
+        With a cluster, QuotaReserved=False/PendingEvaluation beside Evicted=True is
+        how Kueue's job integration says an evicted workload's job stopped
+        (``agents/kube/stop_signal.py``); the engine never writes that pair itself,
+        so its own status coming back late through a watch cannot release quota.
+        """
+        if self._granular() and not rec.conditions.is_true(EVICTED):
+            return PENDING_EVALUATION
+        return PENDING
 
     def set_pending(self, rec: WorkloadRecord, reason: str, message: str) -> None:
         """QuotaReserved False with why (Kueue's ``UnsetQuotaReservationWithCondition``)."""
@@ -296,6 +344,7 @@ class Lifecycle:
         rec.reserved_ms = self.now_ms
         rec.sticky = False
         rec.evicting = False
+        rec.requests_shown = False
         self.cache.add_admitted(rec)
         now = self.now_ms
         rec.conditions.set(
@@ -377,12 +426,17 @@ class Lifecycle:
         """Evict the targets not already being evicted, by key; returns how many."""
         uid = preemptor.obj.metadata.uid or "UNKNOWN"
         job_uid = preemptor.obj.metadata.labels.get(JOB_UID_LABEL) or "UNKNOWN"
+        cqs = self.cache.cqs
+        preemptor_cq = cqs.get(preemptor.cluster_queue)
+        preemptor_path = cq_path(preemptor_cq.node if preemptor_cq else None)
         issued = 0
         for target in sorted(targets, key=lambda t: t.candidate.key):
             victim = self.cache.workloads[target.candidate.key]
             if victim.evicting:
                 continue
-            message = preemption_message(target.reason, uid, job_uid)
+            victim_cq = cqs.get(target.candidate.cluster_queue)
+            victim_path = cq_path(victim_cq.node if victim_cq else None)
+            message = preemption_message(target.reason, uid, job_uid, preemptor_path, victim_path)
             self.evict(victim, "Preempted", message, target.reason)
             issued += 1
         return issued
@@ -408,7 +462,7 @@ class Lifecycle:
         rec.phase = Phase.PENDING
         rec.evicting = False
         rec.conditions.set(REQUEUED, reason in ("Preempted", "NodeFailures"), reason, message, self.now_ms)
-        rec.conditions.set(QUOTA_RESERVED, False, REASON_PENDING, message, self.now_ms)
+        rec.conditions.set(QUOTA_RESERVED, False, self._evaluation_reason(rec), message, self.now_ms)
         rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
         if reason == EVICTED_BY_CHECK and (rec.requeue_at_ms is None or rec.requeue_at_ms <= self.now_ms):
             self._end_backoff(rec)

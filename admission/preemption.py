@@ -229,8 +229,21 @@ def classical_targets(
     return targets
 
 
-def preemption_message(reason: str, preemptor_uid: str, preemptor_job_uid: str) -> str:
+def cq_path(node: QuotaNode | None) -> str:
+    """The ClusterQueue's place in its cohort tree, root first: ``/root/.../cq`` (``buildCQPath``)."""
+    parts: list[str] = []
+    while node is not None:
+        parts.append(node.name)
+        node = node.parent
+    return "/" + "/".join(reversed(parts)) if parts else "UNKNOWN"
+
+
+def preemption_message(
+    reason: str, preemptor_uid: str, preemptor_job_uid: str, preemptor_path: str, preemptee_path: str
+) -> str:
+    """The Evicted and Preempted conditions' message (Kueue's ``preemptionMessage``)."""
     return (
         f"Preempted to accommodate a workload (UID: {preemptor_uid}, "
-        f"JobUID: {preemptor_job_uid}) due to {HUMAN_REASONS[reason]}"
+        f"JobUID: {preemptor_job_uid}) due to {HUMAN_REASONS[reason]}; "
+        f"preemptor path: {preemptor_path}; preemptee path: {preemptee_path}"
     )

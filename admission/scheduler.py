@@ -38,6 +38,14 @@ from kueuestream.admission.assignment import (
 from kueuestream.admission.cache import Cache
 from kueuestream.admission.fair_sharing import FairSharing
 from kueuestream.admission.lifecycle import Lifecycle
+from kueuestream.admission.pending_reasons import (
+    GATE,
+    MISCONFIGURED,
+    PENDING,
+    WAITING_FOR_PREEMPTED_WORKLOADS,
+    WAITING_FOR_QUOTA,
+    choose,
+)
 from kueuestream.admission.preemption import (
     Preemptor,
     Target,
@@ -51,11 +59,12 @@ from kueuestream.admission.quota import FR
 from kueuestream.admission.selectors import label_selector_matches
 from kueuestream.admission.snapshot import Snapshot
 from kueuestream.admission.state import ClusterQueueRecord, WorkloadRecord
-from kueuestream.admission.status import REASON_PENDING
 
 MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
-MSG_NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
+MSG_BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
+# Kueue's ``workload.ErrNamespaceMismatch``.
+MSG_NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
 
 
 class EntryKind(Enum):
@@ -76,7 +85,8 @@ class Entry:
     assignment: Assignment | None = None
     targets: list[Target] = field(default_factory=list)
     message: str = ""
-    reason: str = REASON_PENDING
+    # The QuotaReserved=False reason it gets if not admitted (Kueue's ``quotaReservedReason``).
+    reason: str = PENDING
     # Where the head goes after processing; None once it is admitted.
     requeue_reason: RequeueReason | None = RequeueReason.GENERIC
 
@@ -92,6 +102,12 @@ class Scheduler:
         self.lifecycle = lifecycle
         self.fair_sharing = fair_sharing
         self.cycles = 0
+        # The UnadmittedWorkloadsObservability gate, read at the start of each cycle.
+        self.granular = True
+
+    def _reason(self, granular: str) -> str:
+        """``granular`` with the gate on, the legacy ``Pending`` with it off."""
+        return choose(self.granular, granular, PENDING)
 
     def schedule(self) -> bool:
         """One cycle; True when it admitted a workload, issued a preemption or parked a head."""
@@ -102,6 +118,7 @@ class Scheduler:
         self.cycles += 1
         # 2. Snapshot: what the cycle reserves or releases is undone when it ends (Cache.Snapshot).
         snapshot = Snapshot(self.cache)
+        self.granular = snapshot.config.gate(GATE)
         try:
             # 3. Nominate: flavors and preemption targets per head (nominate).
             workloads = self.cache.workloads
@@ -127,6 +144,7 @@ class Scheduler:
                 cq,
                 EntryKind.NOT_NOMINATED,
                 message=MSG_NAMESPACE_MISMATCH,
+                reason=self._reason(MISCONFIGURED),
                 requeue_reason=RequeueReason.NAMESPACE_MISMATCH,
             )
         pod_sets = rec.pod_sets
@@ -152,7 +170,11 @@ class Scheduler:
             )
             if partial is not None:
                 return partial
-        return Entry(rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message)
+        # No flavor fits, or preemption could make room but nothing can be preempted now.
+        reason = (full.no_fit_reason if full.mode == Mode.NO_FIT else "") or WAITING_FOR_QUOTA
+        return Entry(
+            rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message, reason=self._reason(reason)
+        )
 
     def _attempt(
         self,
@@ -252,9 +274,10 @@ class Scheduler:
         snapshot.preempted.update(t.candidate.key for t in entry.targets)
         issued = lifecycle.issue_preemptions(rec, entry.targets)
         rec.sticky = True
+        entry.reason = self._reason(WAITING_FOR_PREEMPTED_WORKLOADS)
         lifecycle.set_pending(
             rec,
-            REASON_PENDING,
+            entry.reason,
             f"{entry.message}. Pending the preemption of {len(entry.targets)} workload(s)",
         )
         entry.requeue_reason = RequeueReason.PENDING_PREEMPTION
@@ -262,7 +285,8 @@ class Scheduler:
 
     def _skip(self, entry: Entry, message: str) -> bool:
         """The head was nominated but cannot go ahead this cycle; it goes back to the head."""
-        self.lifecycle.set_pending(entry.rec, REASON_PENDING, message)
+        entry.reason, entry.message = self._reason(WAITING_FOR_QUOTA), message
+        self.lifecycle.set_pending(entry.rec, entry.reason, message)
         entry.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
         return False
 
@@ -271,13 +295,19 @@ class Scheduler:
     def _requeue(self, entry: Entry) -> bool:
         """Put the head back in its queue (Kueue's ``requeueAndUpdate``); True when parked."""
         assert entry.requeue_reason is not None
+        if not entry.rec.requests_shown:
+            entry.rec.requests_shown = True
+            self.lifecycle.outbox.touch(entry.rec.key)
         parked = self.queues.requeue(entry.rec, entry.cq.name, entry.requeue_reason)
         if parked is None:
             return False
-        # Equivalent workloads wait with it and, if they never had one, take its reason.
+        # Equivalent workloads wait with it and, if they never had one, take its reason;
+        # with the gate on, in the words of Kueue's workload controller for a workload
+        # bulk-moved behind an equivalent one (SchedulingEquivalenceHashing).
+        message = MSG_BYPASSED if self.granular else entry.message
         workloads = self.cache.workloads
         for key in parked:
-            self.lifecycle.set_pending(workloads[key], entry.reason, entry.message)
+            self.lifecycle.set_pending(workloads[key], entry.reason, message)
         return True
 
 

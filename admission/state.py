@@ -62,6 +62,8 @@ class WorkloadRecord:
     evicting: bool = False
     # Sorted first in its queue while its preemptions complete.
     sticky: bool = False
+    # The scheduler tried it and did not admit it: its status shows what it requests.
+    requests_shown: bool = False
     # What the last decision about it said, to emit only changes.
     last_status: dict[str, Any] | None = None
     last_action: Action = Action.PENDING

@@ -80,3 +80,7 @@ class AdmissionHandler:
     def workload_objects(self) -> list[dict[str, Any]]:
         objects = [obj for p in sorted(self.states) for obj in self.states[p].workload_objects()]
         return sorted(objects, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    def cluster_queue_objects(self) -> list[dict[str, Any]]:
+        objects = [obj for p in sorted(self.states) for obj in self.states[p].cluster_queue_objects()]
+        return sorted(objects, key=lambda o: str(o.get("metadata", {}).get("name", "")))

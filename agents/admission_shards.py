@@ -358,6 +358,12 @@ class PartitionState:
             out += self.shards[shard].engine.workload_objects()
         return out
 
+    def cluster_queue_objects(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for shard in sorted(self.shards):
+            out += self.shards[shard].engine.cluster_queue_objects()
+        return out
+
 
 # Overrides given for a what-if that seed every new shard even if the log never names them.
 _SEEDED_OVERRIDES = frozenset({"Configuration", "ResourceFlavor", "WorkloadPriorityClass", "PriorityClass"})

@@ -23,6 +23,7 @@ FEATURE_GATE_DEFAULTS: dict[str, bool] = {
     "PrioritySortingWithinCohort": True,
     "PartialAdmission": True,
     "UnadmittedWorkloadsObservability": True,
+    "UnadmittedWorkloadsExplicitStatus": False,
 }
 
 

@@ -1,21 +1,26 @@
-"""``kueuestream admit PATH... [-o yaml|json]``: admit to quiescence, print a ``kind: List`` of Workloads."""
+"""``kueuestream admit PATH... [-o yaml|json|table|wide]``: admit to quiescence, print the Workloads.
+
+As a ``kind: List`` (YAML by default, or JSON), or as ``kubectl get workloads -A`` prints them.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from kueuestream.agents.cli.collector import without_cyclic_gc
 from kueuestream.agents.cli.common import EXIT_INVALID, dump, load_checked
+from kueuestream.agents.cli.tables import workload_table
 from kueuestream.agents.sources.manifests import LoadedDoc
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("admit", help="admit the Workloads in Kueue manifests and print their status")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML/JSON manifests")
-    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    p.add_argument("-o", "--output", choices=("yaml", "json", "table", "wide"), default="yaml")
     p.set_defaults(func=without_cyclic_gc(run))
 
 
@@ -45,5 +50,8 @@ def run(args: argparse.Namespace) -> int:
             place = where.get(about) if about is not None else None
             print(f"{place or error.source}: {error.error}", file=sys.stderr)
         return EXIT_INVALID
-    dump({"apiVersion": "v1", "kind": "List", "items": admitted.workloads}, args.output, sys.stdout)
+    if args.output in ("table", "wide"):
+        sys.stdout.write(workload_table(admitted.workloads, int(time.time() * 1000), args.output == "wide"))
+    else:
+        dump({"apiVersion": "v1", "kind": "List", "items": admitted.workloads}, args.output, sys.stdout)
     return 0

@@ -11,6 +11,7 @@ from kueuestream.agents.cli import (
     apply,
     crds,
     drs,
+    get,
     publish,
     replay,
     run,
@@ -21,7 +22,7 @@ from kueuestream.agents.cli import (
     worker,
 )
 
-COMMANDS = (admit, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch, apply)
+COMMANDS = (admit, get, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch, apply)
 
 
 def build_parser() -> argparse.ArgumentParser:

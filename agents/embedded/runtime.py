@@ -205,6 +205,8 @@ class Admitted:
 
     workloads: list[dict[str, Any]]
     errors: list[tuple[ObjId | None, ErrorRecord]]
+    # Every ClusterQueue with its status counts and usage, by name.
+    cluster_queues: list[dict[str, Any]]
 
 
 def admit(manifests: Iterable[Any], *, time_ms: int | None = None) -> Admitted:
@@ -234,7 +236,8 @@ def admit(manifests: Iterable[Any], *, time_ms: int | None = None) -> Admitted:
         if error.source.topic == pipeline.names.watch and offset is not None and offset < len(keys):
             about = keys[offset]
         errors.append((about, error))
-    return Admitted(pipeline.admission.workload_objects(), errors)
+    admission = pipeline.admission
+    return Admitted(admission.workload_objects(), errors, admission.cluster_queue_objects())
 
 
 def admit_documents(manifests: Iterable[Any], *, time_ms: int | None = None) -> list[dict[str, Any]]:

@@ -26,11 +26,16 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from kueuestream.agents.faust_worker.publish import ensure_topics
 from kueuestream.agents.kafka_commands import run_with_kafka
-from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
+from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection
 from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
-from kueuestream.agents.kube.lease import LeaseSettings, leadership
+from kueuestream.agents.kube.lease import LeaseSettings
 from kueuestream.agents.kube.rest import KubeObjects
-from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
+from kueuestream.agents.kube.serving import (
+    applied_batches,
+    cancel_on_signals,
+    connected_with_kafka,
+    run_service,
+)
 from kueuestream.agents.kube.shadow import ShadowComparison, ShadowDifferences
 from kueuestream.agents.metrics.serving import Served, serve_metrics
 from kueuestream.agents.topic_names import TopicNames
@@ -179,15 +184,7 @@ async def _serve(
     served: Served | None = None,
 ) -> int:
     names = TopicNames(prefix)
-    main = asyncio.current_task()
-    assert main is not None
-    stop_waiting = cancel_on_signals(main.cancel)
-    async with (
-        await connect(kubeconfig, context) as conn,
-        leadership(conn.api, lease, lambda line: print(line, file=out, flush=True)) as elector,
-        KafkaLog(broker) as kafka,
-    ):
-        stop_waiting()
+    async with connected_with_kafka(kubeconfig, context, broker, lease, out) as (conn, elector, kafka):
         applier = KafkaApplier(conn, kafka, broker, names, shadow)
         if elector is not None:
             applier.objects.guard = elector.check

@@ -1,14 +1,6 @@
-"""What Kueue's job integration writes into a batch/v1 Job and its Workload, as pure functions.
+"""What Kueue's job integration writes into a batch/v1 Job, as pure functions.
 
-The Workload of a Job (``jobframework.ConstructWorkload``, ``job.PodSets``):
-Kueue's name (:func:`kueuestream.admission.jobs.workload_name`), an owner
-reference to the Job, the job-uid label, the provisioning-request annotations,
-one pod set ``main`` of ``min(parallelism, completions)`` pods whose template
-is the Job's without the labels the Job controller manages (``job-name`` is
-kept) and with duplicate environment variables dropped (the last one wins,
-``jobframework.SanitizePodSets``), ``minCount`` from the
-``kueue.x-k8s.io/job-min-parallelism`` annotation, and the priority class as
-``priorityClassRef``.
+The Workload of a Job is :func:`kueuestream.admission.job_workload.workload_for_job`.
 
 Starting (``Job.RunWithPodSetsInfo``, ``podset.FromAssignment``,
 ``podset.Merge``): the node labels and tolerations of every flavor assigned to
@@ -26,85 +18,40 @@ controller manages.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kueuestream.admission.jobs import (
-    JOB_UID_LABEL,
-    PRIORITY_CLASS_LABEL,
-    QUEUE_NAME_LABEL,
-    min_parallelism_of,
-    workload_name,
+from kueuestream.admission.job_workload import (
+    MANAGED_LABELS,
+    POD_SET_NAME,
+    Manifest,
+    annotations_of,
+    as_dict,
+    as_int,
+    as_list,
+    metadata_of,
+    min_count,
+    spec_of,
 )
 
-Manifest = dict[str, Any]
-
-WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
-POD_SET_NAME = "main"
 POD_SET_LABEL = "kueue.x-k8s.io/podset"
 COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
 STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
-PROVISIONING_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
-RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
-# Set by the Job controller on the pod template; only job-name is worth keeping in a Workload.
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-MANAGED_LABELS = ("job-name", "controller-uid", JOB_NAME_LABEL, "batch.kubernetes.io/controller-uid")
 
 
 class PodSetConflict(ValueError):
     """The admission cannot be merged into the Job: it could never start as admitted."""
 
 
-def metadata_of(obj: Manifest) -> Manifest:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _spec(obj: Manifest) -> Manifest:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else []
-
-
-def _int(value: Any, default: int | None) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def labels_of(obj: Manifest) -> dict[str, str]:
-    return _dict(metadata_of(obj).get("labels"))
-
-
-def annotations_of(obj: Manifest) -> dict[str, str]:
-    return _dict(metadata_of(obj).get("annotations"))
-
-
-def queue_name(job: Manifest) -> str:
-    value = labels_of(job).get(QUEUE_NAME_LABEL, "")
-    return value if isinstance(value, str) else ""
-
-
-def job_workload_name(job: Manifest) -> str:
-    meta = metadata_of(job)
-    return workload_name("Job", str(meta.get("name", "")), str(meta.get("uid", "")))
-
-
 def is_suspended(job: Manifest) -> bool:
     """Suspended, and not half-way through being stopped (``Job.IsSuspended``)."""
-    return _spec(job).get("suspend") is True and annotations_of(job).get(STOPPING_ANNOTATION) != "true"
+    return spec_of(job).get("suspend") is True and annotations_of(job).get(STOPPING_ANNOTATION) != "true"
 
 
 def is_active(job: Manifest) -> bool:
     status = job.get("status")
-    return isinstance(status, dict) and bool(_int(status.get("active"), 0))
+    return isinstance(status, dict) and bool(as_int(status.get("active"), 0))
 
 
 def finished(job: Manifest) -> tuple[bool, bool, str]:
@@ -118,94 +65,6 @@ def finished(job: Manifest) -> tuple[bool, bool, str]:
         ):
             return True, cond.get("type") == "Complete", str(cond.get("message") or "")
     return False, True, ""
-
-
-def _min_count(job: Manifest) -> int | None:
-    return min_parallelism_of(annotations_of(job))
-
-
-def pods_count(job: Manifest) -> int:
-    spec = _spec(job)
-    count = _int(spec.get("parallelism"), 1) or 0
-    completions = _int(spec.get("completions"), None)
-    return min(count, completions) if completions is not None else count
-
-
-def _sanitized_containers(containers: Any) -> list[Any]:
-    out = []
-    for container in as_list(containers):
-        if isinstance(container, dict) and isinstance(container.get("env"), list):
-            # One entry per name, where the name first appears, with its last value.
-            last: dict[str, Any] = {}
-            for env in container["env"]:
-                last[str(env.get("name")) if isinstance(env, dict) else repr(env)] = env
-            container = {**container, "env": list(last.values())}
-        out.append(container)
-    return out
-
-
-def workload_template(job: Manifest) -> Manifest:
-    template = copy.deepcopy(_dict(_spec(job).get("template")))
-    meta = _dict(template.get("metadata"))
-    kept = {
-        k: v for k, v in _dict(meta.get("labels")).items() if k not in MANAGED_LABELS or k == JOB_NAME_LABEL
-    }
-    if "labels" in meta or kept:
-        meta["labels"] = kept
-    template["metadata"] = meta
-    pod = _dict(template.get("spec"))
-    for key in ("containers", "initContainers"):
-        if key in pod:
-            pod[key] = _sanitized_containers(pod[key])
-    template["spec"] = pod
-    return template
-
-
-def priority_class_ref(job: Manifest) -> Manifest | None:
-    """The class behind the Workload's priority (``jobframework.ExtractPriority``)."""
-    workload_class = labels_of(job).get(PRIORITY_CLASS_LABEL)
-    if isinstance(workload_class, str) and workload_class:
-        return {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": workload_class}
-    pod_class = _dict(_dict(_spec(job).get("template")).get("spec")).get("priorityClassName")
-    if isinstance(pod_class, str) and pod_class:
-        return {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": pod_class}
-    return None
-
-
-def workload_for_job(job: Manifest) -> Manifest:
-    """The Workload Kueue creates for a queued Job, as a v1beta2 manifest."""
-    meta = metadata_of(job)
-    uid = str(meta.get("uid", ""))
-    pod_set: Manifest = {"name": POD_SET_NAME, "count": pods_count(job), "template": workload_template(job)}
-    minimum = _min_count(job)
-    if minimum is not None:
-        pod_set["minCount"] = minimum
-    spec: Manifest = {"queueName": queue_name(job), "podSets": [pod_set]}
-    ref = priority_class_ref(job)
-    if ref is not None:
-        spec["priorityClassRef"] = ref
-    workload_meta: Manifest = {
-        "name": job_workload_name(job),
-        "namespace": meta.get("namespace", ""),
-        "labels": {JOB_UID_LABEL: uid} if uid else {},
-        "finalizers": [RESOURCE_IN_USE_FINALIZER],
-        "ownerReferences": [
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": meta.get("name", ""),
-                "uid": uid,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
-    }
-    provisioning = {
-        k: v for k, v in sorted(annotations_of(job).items()) if k.startswith(PROVISIONING_ANNOTATION_PREFIX)
-    }
-    if provisioning:
-        workload_meta["annotations"] = provisioning
-    return {"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": workload_meta, "spec": spec}
 
 
 def owner_job(workload: Manifest) -> str | None:
@@ -273,19 +132,19 @@ def start_info(workload: Manifest, flavors: Mapping[str, Manifest]) -> PodSetInf
     if len(assignments) != 1:
         raise PodSetConflict(f"expecting 1 pod set assignment, got {len(assignments)}")
     assignment = assignments[0]
-    pod_sets = [p for p in as_list(_spec(workload).get("podSets")) if isinstance(p, dict)]
-    default_count = _int(pod_sets[0].get("count"), 1) if pod_sets else 1
-    info = PodSetInfo(count=_int(assignment.get("count"), default_count) or 0)
+    pod_sets = [p for p in as_list(spec_of(workload).get("podSets")) if isinstance(p, dict)]
+    default_count = as_int(pod_sets[0].get("count"), 1) if pod_sets else 1
+    info = PodSetInfo(count=as_int(assignment.get("count"), default_count) or 0)
     seen: list[str] = []
-    for flavor_name in _dict(assignment.get("flavors")).values():
+    for flavor_name in as_dict(assignment.get("flavors")).values():
         if flavor_name in seen:
             continue
         seen.append(flavor_name)
         flavor = flavors.get(flavor_name)
         if flavor is None:
             raise PodSetConflict(f"ResourceFlavor {flavor_name} of the admission is not known")
-        flavor_spec = _spec(flavor)
-        for key, value in _dict(flavor_spec.get("nodeLabels")).items():
+        flavor_spec = spec_of(flavor)
+        for key, value in as_dict(flavor_spec.get("nodeLabels")).items():
             if key in info.node_selector and info.node_selector[key] != value:
                 raise PodSetConflict(f"flavors disagree on node label {key}")
             info.node_selector[key] = value
@@ -303,7 +162,7 @@ def _add_check_updates(info: PodSetInfo, workload: Manifest, pod_set: str) -> No
     annotation or node selector that another source sets to another value is a
     conflict; tolerations are added once each.
     """
-    status = _dict(workload.get("status"))
+    status = as_dict(workload.get("status"))
     for check in as_list(status.get("admissionChecks")):
         if not isinstance(check, dict):
             continue
@@ -323,7 +182,7 @@ def _add_check_updates(info: PodSetInfo, workload: Manifest, pod_set: str) -> No
             ("annotations", info.annotations),
             ("nodeSelector", info.node_selector),
         ):
-            for key, value in _dict(update.get(what)).items():
+            for key, value in as_dict(update.get(what)).items():
                 if key in mine and mine[key] != value:
                     raise PodSetConflict(
                         f"{where}: conflict for {what}: {key}={value}, the admission has {key}={mine[key]}"
@@ -354,14 +213,14 @@ def _map_patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] 
 
 def _template_patch(template: Manifest, wanted: dict[str, Any]) -> Manifest:
     """Merge-patch of a pod template from its current to its ``wanted`` maps and lists."""
-    meta, pod = _dict(template.get("metadata")), _dict(template.get("spec"))
+    meta, pod = as_dict(template.get("metadata")), as_dict(template.get("spec"))
     meta_patch: Manifest = {}
     pod_patch: Manifest = {}
     for key in ("labels", "annotations"):
-        change = _map_patch(_dict(meta.get(key)), wanted[key])
+        change = _map_patch(as_dict(meta.get(key)), wanted[key])
         if change is not None:
             meta_patch[key] = change
-    change = _map_patch(_dict(pod.get("nodeSelector")), wanted["nodeSelector"])
+    change = _map_patch(as_dict(pod.get("nodeSelector")), wanted["nodeSelector"])
     if change is not None:
         pod_patch["nodeSelector"] = change
     for key in ("tolerations", "schedulingGates"):
@@ -377,17 +236,17 @@ def _template_patch(template: Manifest, wanted: dict[str, Any]) -> Manifest:
 
 def start_patch(job: Manifest, info: PodSetInfo) -> Manifest:
     """The merge patch that unsuspends a Job with its admission in the pod template."""
-    spec = _spec(job)
-    template = _dict(spec.get("template"))
-    meta, pod = _dict(template.get("metadata")), _dict(template.get("spec"))
+    spec = spec_of(job)
+    template = as_dict(spec.get("template"))
+    meta, pod = as_dict(template.get("metadata")), as_dict(template.get("spec"))
     tolerations = as_list(pod.get("tolerations"))
     for toleration in info.tolerations:
         if toleration not in tolerations:
             tolerations.append(toleration)
     wanted = {
-        "labels": _merged(_dict(meta.get("labels")), info.labels, "labels"),
-        "annotations": _merged(_dict(meta.get("annotations")), info.annotations, "annotations"),
-        "nodeSelector": _merged(_dict(pod.get("nodeSelector")), info.node_selector, "nodeSelector"),
+        "labels": _merged(as_dict(meta.get("labels")), info.labels, "labels"),
+        "annotations": _merged(as_dict(meta.get("annotations")), info.annotations, "annotations"),
+        "nodeSelector": _merged(as_dict(pod.get("nodeSelector")), info.node_selector, "nodeSelector"),
         "tolerations": tolerations,
         "schedulingGates": as_list(pod.get("schedulingGates")),
     }
@@ -395,7 +254,7 @@ def start_patch(job: Manifest, info: PodSetInfo) -> Manifest:
     template_patch = _template_patch(template, wanted)
     if template_patch:
         spec_patch["template"] = template_patch
-    if _min_count(job) is not None:
+    if min_count(job) is not None:
         spec_patch["parallelism"] = info.count
         if annotations_of(job).get(COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION, "").lower() == "true":
             spec_patch["completions"] = info.count
@@ -404,22 +263,22 @@ def start_patch(job: Manifest, info: PodSetInfo) -> Manifest:
 
 def restore_patch(job: Manifest, workload: Manifest) -> Manifest | None:
     """The merge patch putting the pod template back as the Workload's pod set has it, or None."""
-    pod_sets = [p for p in as_list(_spec(workload).get("podSets")) if isinstance(p, dict)]
+    pod_sets = [p for p in as_list(spec_of(workload).get("podSets")) if isinstance(p, dict)]
     if not pod_sets:
         return None
-    original = _dict(pod_sets[0].get("template"))
-    original_meta, original_pod = _dict(original.get("metadata")), _dict(original.get("spec"))
-    spec = _spec(job)
-    template = _dict(spec.get("template"))
-    current_labels = _dict(_dict(template.get("metadata")).get("labels"))
-    wanted_labels = _dict(original_meta.get("labels"))
+    original = as_dict(pod_sets[0].get("template"))
+    original_meta, original_pod = as_dict(original.get("metadata")), as_dict(original.get("spec"))
+    spec = spec_of(job)
+    template = as_dict(spec.get("template"))
+    current_labels = as_dict(as_dict(template.get("metadata")).get("labels"))
+    wanted_labels = as_dict(original_meta.get("labels"))
     for key in MANAGED_LABELS:
         if key in current_labels:
             wanted_labels[key] = current_labels[key]
     wanted = {
         "labels": wanted_labels,
-        "annotations": _dict(original_meta.get("annotations")),
-        "nodeSelector": _dict(original_pod.get("nodeSelector")),
+        "annotations": as_dict(original_meta.get("annotations")),
+        "nodeSelector": as_dict(original_pod.get("nodeSelector")),
         "tolerations": as_list(original_pod.get("tolerations")),
         "schedulingGates": as_list(original_pod.get("schedulingGates")),
     }
@@ -427,9 +286,9 @@ def restore_patch(job: Manifest, workload: Manifest) -> Manifest | None:
     template_patch = _template_patch(template, wanted)
     if template_patch:
         spec_patch["template"] = template_patch
-    minimum = _min_count(job)
-    count = _int(pod_sets[0].get("count"), None)
-    if minimum is not None and count is not None and _int(spec.get("parallelism"), None) != count:
+    minimum = min_count(job)
+    count = as_int(pod_sets[0].get("count"), None)
+    if minimum is not None and count is not None and as_int(spec.get("parallelism"), None) != count:
         spec_patch["parallelism"] = count
         if annotations_of(job).get(COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION, "").lower() == "true":
             spec_patch["completions"] = count

@@ -10,7 +10,7 @@ ResourceFlavors that the watch brought (:class:`~.cache.ObjectCache`):
 3. a Job that completed or failed: mark the Workload Finished (reason
    ``Succeeded`` or ``Failed``, the Job condition's message), which releases
    its quota once the engine sees it;
-4. no Workload yet: create it (:func:`.job_pods.workload_for_job`), unless
+4. no Workload yet: create it (:func:`kueuestream.admission.job_workload.workload_for_job`), unless
    the Job still has active pods;
 5. an evicted Workload: stop the Job (suspend it, then restore its pod
    template), and once it has no active pods clear the Workload's quota
@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kueuestream.admission import job_workload as jw
 from kueuestream.admission.status import (
     ADMITTED,
     EVICTED,
@@ -283,9 +284,9 @@ class JobIntegration:
 
     async def reconcile(self, namespace: str, name: str) -> None:
         job = self.cache.get(("Job", namespace, name))
-        if job is None or not jp.queue_name(job):
+        if job is None or not jw.queue_name(job):
             return
-        wl_key: Key = ("Workload", namespace, jp.job_workload_name(job))
+        wl_key: Key = ("Workload", namespace, jw.job_workload_name(job))
         workload = self.cache.get(wl_key)
         if workload is not None and jp.owner_job(workload) != name:
             self._problem(
@@ -296,7 +297,7 @@ class JobIntegration:
         if workload is not None and jp.condition_true(workload, FINISHED):
             await self._drop_finalizer(wl_key, workload)
             return
-        if workload is not None and jp.metadata_of(workload).get("deletionTimestamp"):
+        if workload is not None and jw.metadata_of(workload).get("deletionTimestamp"):
             if await self._stop(job, workload):
                 await self._drop_finalizer(wl_key, workload)
             return
@@ -344,7 +345,7 @@ class JobIntegration:
         return result
 
     async def _create_workload(self, job: Manifest) -> None:
-        body = jp.workload_for_job(job)
+        body = jw.workload_for_job(job)
         meta = body["metadata"]
         key: Key = ("Workload", meta["namespace"], meta["name"])
         try:
@@ -353,7 +354,7 @@ class JobIntegration:
             if status_of(exc) == CONFLICT:
                 return  # it exists; its watch event is on its way
             self._problem(
-                f"Job {meta['namespace']}/{jp.metadata_of(job).get('name')}: creating Workload "
+                f"Job {meta['namespace']}/{jw.metadata_of(job).get('name')}: creating Workload "
                 f"{meta['name']} failed: {reason_of(exc)}"
             )
             return
@@ -361,7 +362,7 @@ class JobIntegration:
         self.counters.workloads_created += 1
 
     async def _patch_job(self, job: Manifest, patch: Manifest, what: str) -> Manifest | None:
-        meta = jp.metadata_of(job)
+        meta = jw.metadata_of(job)
         namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         body = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version(job)}}
         return await self._write(
@@ -403,7 +404,7 @@ class JobIntegration:
         status = current.get("status")
         if isinstance(status, dict) and status.get("startTime"):
             # The Job controller lets the template change only for a Job that has not started.
-            meta = jp.metadata_of(current)
+            meta = jw.metadata_of(current)
             ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
             body = {"metadata": {"resourceVersion": resource_version(current)}, "status": {"startTime": None}}
             current = await self._write(
@@ -414,7 +415,7 @@ class JobIntegration:
             if current is None:
                 return False
         restore = jp.restore_patch(current, workload)
-        stopping = jp.annotations_of(current).get(jp.STOPPING_ANNOTATION) is not None
+        stopping = jw.annotations_of(current).get(jp.STOPPING_ANNOTATION) is not None
         if restore is None and not stopping:
             return True
         patch = restore or {}
@@ -437,10 +438,10 @@ class JobIntegration:
             self.counters.workloads_finished += 1
 
     async def _drop_finalizer(self, key: Key, workload: Manifest) -> None:
-        finalizers = [f for f in jp.as_list(jp.metadata_of(workload).get("finalizers")) if isinstance(f, str)]
-        if jp.RESOURCE_IN_USE_FINALIZER not in finalizers:
+        finalizers = [f for f in jw.as_list(jw.metadata_of(workload).get("finalizers")) if isinstance(f, str)]
+        if jw.RESOURCE_IN_USE_FINALIZER not in finalizers:
             return
-        kept = [f for f in finalizers if f != jp.RESOURCE_IN_USE_FINALIZER]
+        kept = [f for f in finalizers if f != jw.RESOURCE_IN_USE_FINALIZER]
         body = {"metadata": {"resourceVersion": resource_version(workload), "finalizers": kept or None}}
         written = await self._write(
             "removing the resource-in-use finalizer",

@@ -12,18 +12,20 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any, TextIO
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kueuestream.agents.kafka_commands import EXIT_FAILED, EXIT_INVALID
 from kueuestream.agents.kube.api_calls import explain
-from kueuestream.agents.kube.client import KubeConfigError
+from kueuestream.agents.kube.client import KubeConfigError, KubeConnection, connect
 from kueuestream.agents.kube.config_file import ConfigFileError
-from kueuestream.agents.kube.lease import LeaseLost
+from kueuestream.agents.kube.lease import LeaseElector, LeaseLost, LeaseSettings, leadership
 from kueuestream.agents.kube.watcher import MissingKinds
 from kueuestream.streams import codec
+from kueuestream.streams.kafka_log import KafkaLog
+from kueuestream.streams.kafka_settings import KafkaSettings
 from kueuestream.streams.log import LogError
 from kueuestream.streams.schemas import AppliedRecord
 from kueuestream.streams.topics import decision_key, partition_for_key
@@ -78,3 +80,28 @@ def applied_batches(
         key = decision_key(record.ref.namespace, record.ref.name)
         by_partition.setdefault(partition_for_key(key, partitions), []).append((key, codec.encode(record)))
     return sorted(by_partition.items())
+
+
+@contextlib.asynccontextmanager
+async def connected_with_kafka(
+    kubeconfig: str | None,
+    context: str | None,
+    broker: KafkaSettings,
+    lease: LeaseSettings | None,
+    out: TextIO,
+) -> AsyncIterator[tuple[KubeConnection, LeaseElector | None, KafkaLog]]:
+    """The cluster, the Lease once held (without ``lease``, None at once), and Kafka.
+
+    A stop signal while waiting for the Lease ends the wait; after, the
+    caller installs its own handlers.
+    """
+    main = asyncio.current_task()
+    assert main is not None
+    stop_waiting = cancel_on_signals(main.cancel)
+    async with (
+        await connect(kubeconfig, context) as conn,
+        leadership(conn.api, lease, lambda line: print(line, file=out, flush=True)) as elector,
+        KafkaLog(broker) as kafka,
+    ):
+        stop_waiting()
+        yield conn, elector, kafka

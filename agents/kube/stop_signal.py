@@ -8,9 +8,9 @@ removed and ``Evicted`` stays True (``JobReconciler.ReconcileGenericJob``,
 step "handle eviction", and ``workload.UnsetQuotaReservationWithCondition``).
 Seeing that status is what releases the quota.
 
-The engine never writes that reason, so a status it decided earlier and that
-comes back through the watch late (say, the one after a previous eviction)
-cannot be mistaken for it.
+The engine never writes that reason while Evicted is True, so a status it
+decided earlier and that comes back through the watch late (say, the one after
+a previous eviction) cannot be mistaken for it.
 """
 
 from __future__ import annotations

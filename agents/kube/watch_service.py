@@ -17,17 +17,16 @@ from typing import TextIO
 
 from kueuestream.agents.faust_worker.publish import ensure_topics
 from kueuestream.agents.kafka_commands import run_with_kafka
-from kueuestream.agents.kube.client import KubeConnection, connect
+from kueuestream.agents.kube.client import KubeConnection
 from kueuestream.agents.kube.config_file import config_file_event
-from kueuestream.agents.kube.lease import LeaseSettings, leadership
+from kueuestream.agents.kube.lease import LeaseSettings
 from kueuestream.agents.kube.log_sink import LogSink
 from kueuestream.agents.kube.resources import kinds_to_watch
-from kueuestream.agents.kube.serving import cancel_on_signals, run_service
+from kueuestream.agents.kube.serving import cancel_on_signals, connected_with_kafka, run_service
 from kueuestream.agents.kube.watch_ledger import ledger_from_log
 from kueuestream.agents.kube.watcher import Watcher, wall_clock_ms
 from kueuestream.agents.metrics.serving import Served, serve_metrics
 from kueuestream.agents.topic_names import TopicNames
-from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget
 from kueuestream.streams.log import Log
 
@@ -82,15 +81,8 @@ async def _serve(
     served: Served | None = None,
 ) -> int:
     names = TopicNames(prefix)
-    main = asyncio.current_task()
-    assert main is not None
-    stop_waiting = cancel_on_signals(main.cancel)
-    async with (
-        await connect(options.kubeconfig, options.context) as conn,
-        leadership(conn.api, lease, lambda line: print(line, file=out, flush=True)) as elector,
-        KafkaLog(broker) as kafka,
-    ):
-        stop_waiting()
+    connection = connected_with_kafka(options.kubeconfig, options.context, broker, lease, out)
+    async with connection as (conn, elector, kafka):
         await ensure_topics(kafka, names)
         watcher = await start_watcher(conn, kafka, names, options, elector.check if elector else None)
         task = asyncio.create_task(watcher.run())

@@ -41,7 +41,7 @@ def test_team_queues_example(capsys: pytest.CaptureFixture[str]) -> None:
     job = next(name for name in by_name if name.startswith("job-simulate-"))
     assert _reserved(by_name[job]) == "True"
     pending = by_name["train-llm"]["status"]["conditions"][0]
-    assert (pending["status"], pending["reason"]) == ("False", "Pending")
+    assert (pending["status"], pending["reason"]) == ("False", "WaitingForQuota")
     assert pending["message"].startswith("couldn't assign flavors to pod set workers: ")
 
 
@@ -82,7 +82,7 @@ def test_valid_input_with_nothing_admitted_still_exits_0(
     assert code == 0
     [item] = yaml.safe_load(out)["items"]
     cond = item["status"]["conditions"][0]
-    assert (cond["reason"], cond["message"]) == ("Inadmissible", "LocalQueue nowhere doesn't exist")
+    assert (cond["reason"], cond["message"]) == ("Misconfigured", "LocalQueue nowhere doesn't exist")
 
 
 def test_admission_checks_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -138,7 +138,7 @@ class Rig:
         return await self.create(JOBS, body)
 
     async def workload_of(self, created_job: dict[str, Any]) -> dict[str, Any] | None:
-        from kueuestream.agents.kube.job_pods import job_workload_name
+        from kueuestream.admission.job_workload import job_workload_name
 
         meta = created_job["metadata"]
         return await self.get(WORKLOADS, meta["namespace"], job_workload_name(created_job))

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kueuestream.admission import job_workload as jw
 from kueuestream.admission.jobs import workload_name
 from kueuestream.agents.kube import job_pods as jp
 
@@ -69,7 +70,7 @@ def test_workload_names_hash_kind_group_name_and_uid_as_kueue_does() -> None:
 
 def test_the_workload_of_a_job_is_kueues() -> None:
     """jobframework.ConstructWorkload and job.PodSets: owner, labels, pod set, priority."""
-    wl = jp.workload_for_job(_job())
+    wl = jw.workload_for_job(_job())
     meta = wl["metadata"]
     assert wl["apiVersion"] == "kueue.x-k8s.io/v1beta2"
     assert meta["name"] == workload_name("Job", "train", "u-1")
@@ -109,7 +110,7 @@ def test_the_workload_of_a_job_is_kueues() -> None:
 def test_min_parallelism_annotation_becomes_min_count() -> None:
     job = _job()
     job["metadata"]["annotations"]["kueue.x-k8s.io/job-min-parallelism"] = "1"
-    assert jp.workload_for_job(job)["spec"]["podSets"][0]["minCount"] == 1
+    assert jw.workload_for_job(job)["spec"]["podSets"][0]["minCount"] == 1
 
 
 def _admitted(workload: dict[str, Any], flavors: dict[str, str], count: int = 2) -> dict[str, Any]:
@@ -140,7 +141,7 @@ FLAVORS = {
 def test_starting_merges_node_labels_tolerations_and_the_podset_label() -> None:
     """Job.RunWithPodSetsInfo with podset.FromAssignment and podset.Merge."""
     job = _job()
-    wl = _admitted(jp.workload_for_job(job), {"cpu": "spot", "nvidia.com/gpu": "gpu"})
+    wl = _admitted(jw.workload_for_job(job), {"cpu": "spot", "nvidia.com/gpu": "gpu"})
     patch = jp.start_patch(job, jp.start_info(wl, FLAVORS))
     spec = patch["spec"]
     assert spec["suspend"] is False
@@ -170,7 +171,7 @@ def test_starting_merges_the_admission_checks_pod_set_updates() -> None:
     other_pod_set = {"name": "driver", "labels": {"ignored": "yes"}}
     same_toleration = {"name": "main", "tolerations": provisioned["tolerations"]}
     wl = _checked(
-        _admitted(jp.workload_for_job(job), {"cpu": "spot"}), provisioned, other_pod_set, same_toleration
+        _admitted(jw.workload_for_job(job), {"cpu": "spot"}), provisioned, other_pod_set, same_toleration
     )
     template = jp.start_patch(job, jp.start_info(wl, FLAVORS))["spec"]["template"]
     assert template["metadata"]["labels"] == {"kueue.x-k8s.io/podset": "main", "provisioned": "yes"}
@@ -186,7 +187,7 @@ def test_a_pod_set_update_against_the_flavor_can_never_start() -> None:
     """PodSetInfo.Merge refuses an update that gives a node selector key another value."""
     job = _job()
     wl = _checked(
-        _admitted(jp.workload_for_job(job), {"cpu": "spot"}),
+        _admitted(jw.workload_for_job(job), {"cpu": "spot"}),
         {"name": "main", "nodeSelector": {"instance": "x"}},
     )
     with pytest.raises(
@@ -198,13 +199,13 @@ def test_a_pod_set_update_against_the_flavor_can_never_start() -> None:
 def test_a_node_label_the_template_sets_otherwise_can_never_start() -> None:
     job = _job()
     job["spec"]["template"]["spec"]["nodeSelector"] = {"instance": "reserved"}
-    wl = _admitted(jp.workload_for_job(job), {"cpu": "spot"})
+    wl = _admitted(jw.workload_for_job(job), {"cpu": "spot"})
     with pytest.raises(jp.PodSetConflict, match="instance=reserved"):
         jp.start_patch(job, jp.start_info(wl, FLAVORS))
 
 
 def test_an_unknown_flavor_cannot_start() -> None:
-    wl = _admitted(jp.workload_for_job(_job()), {"cpu": "missing"})
+    wl = _admitted(jw.workload_for_job(_job()), {"cpu": "missing"})
     with pytest.raises(jp.PodSetConflict, match="ResourceFlavor missing"):
         jp.start_info(wl, FLAVORS)
 
@@ -212,7 +213,7 @@ def test_an_unknown_flavor_cannot_start() -> None:
 def test_partial_admission_sets_parallelism_and_stopping_restores_it() -> None:
     job = _job()
     job["metadata"]["annotations"]["kueue.x-k8s.io/job-min-parallelism"] = "1"
-    wl = _admitted(jp.workload_for_job(job), {"cpu": "on-demand"}, count=1)
+    wl = _admitted(jw.workload_for_job(job), {"cpu": "on-demand"}, count=1)
     assert jp.start_patch(job, jp.start_info(wl, FLAVORS))["spec"]["parallelism"] == 1
     started = {**job, "spec": {**job["spec"], "parallelism": 1}}
     restore = jp.restore_patch(started, wl)
@@ -236,7 +237,7 @@ def test_stopping_restores_the_template_the_workload_kept() -> None:
     """Job.RestorePodSetsInfo: the Workload's template, plus the labels the Job controller manages."""
     job = _job()
     original = job["spec"]["template"]
-    wl = _admitted(jp.workload_for_job(job), {"cpu": "spot"})
+    wl = _admitted(jw.workload_for_job(job), {"cpu": "spot"})
     started = _apply_merge_patch(job, jp.start_patch(job, jp.start_info(wl, FLAVORS)))
     assert started["spec"]["template"] != original
     restored = _apply_merge_patch(started, jp.restore_patch(started, wl))
@@ -260,7 +261,7 @@ def test_start_then_restore_gives_back_the_template(
         "spec": {"nodeSelector": node_selector, "containers": []},
     }
     job = _job(template=template)
-    wl = _admitted(jp.workload_for_job(job), {"cpu": "f"})
+    wl = _admitted(jw.workload_for_job(job), {"cpu": "f"})
     flavors = {"f": {"spec": {"nodeLabels": flavor_labels}}}
     try:
         patch = jp.start_patch(job, jp.start_info(wl, flavors))

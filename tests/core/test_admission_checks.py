@@ -449,7 +449,7 @@ def test_a_restart_keeps_a_rejected_workload_deactivated_and_a_backoff_running()
         },
     )
     engine, _ = _engine_with([check("prov"), *queue([{"name": "prov"}]), rejected, backing_off])
-    assert _cond(_status(engine, "rejected"), "QuotaReserved")[:2] == ("False", "Inadmissible")
+    assert _cond(_status(engine, "rejected"), "QuotaReserved")[:2] == ("False", "Deactivated")
     assert [c["type"] for c in _status(engine, "backing-off")["conditions"]] == ["Requeued"]
     assert engine.next_wakeup_ms() == T0 + 30_000
     engine.apply(Event(EventType.TICK, T0 + 30_000))

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from kueuestream.admission import job_workload as jw
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Action
 from kueuestream.admission.podset_reducer import counts_at, search
-from kueuestream.agents.kube import job_pods as jp
 from tests.helpers import (
     Manifest,
     Run,
@@ -268,7 +268,7 @@ def test_the_cluster_connector_reads_the_annotation_as_kueue_does(raw: str, expe
     zeros are fine, spaces and underscores are not. The Workload the cluster connector
     creates for a Job carries the same minCount."""
     manifest = job(5, raw)
-    assert jp.workload_for_job(manifest)["spec"]["podSets"][0].get("minCount") == expected
+    assert jw.workload_for_job(manifest)["spec"]["podSets"][0].get("minCount") == expected
 
 
 THREE_POD_SETS = (("one", 20, None), ("two", 30, 10), ("three", 15, 5))

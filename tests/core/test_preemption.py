@@ -28,7 +28,7 @@ def test_lower_priority_is_preempted_within_the_cluster_queue() -> None:
     assert preempted is not None and preempted["reason"] == "InClusterQueue"
     assert preempted["message"] == (
         "Preempted to accommodate a workload (UID: UNKNOWN, JobUID: UNKNOWN) due to "
-        "prioritization in the ClusterQueue"
+        "prioritization in the ClusterQueue; preemptor path: /q; preemptee path: /q"
     )
     requeued = r.condition(victim, "Requeued")
     assert requeued is not None and (requeued["status"], requeued["reason"]) == ("True", "Preempted")
@@ -107,7 +107,9 @@ def test_reclaiming_nominal_quota_from_a_borrower() -> None:
     evicted = sorted(d.ref.name for d in decisions if d.action == Action.EVICTED)
     assert evicted == ["b1", "b2"]
     assert r.condition("b1", "Preempted")["reason"] == "InCohortReclamation"
-    assert r.condition("b1", "Preempted")["message"].endswith("due to reclamation within the cohort")
+    assert r.condition("b1", "Preempted")["message"].endswith(
+        "due to reclamation within the cohort; preemptor path: /c/lender; preemptee path: /c/borrower"
+    )
 
 
 def test_reclaim_takes_only_what_is_needed() -> None:

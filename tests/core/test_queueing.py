@@ -102,7 +102,7 @@ def test_inactive_workload_is_not_admitted() -> None:
     assert r.admitted() == []
     cond = r.condition("w", "QuotaReserved")
     assert cond is not None
-    assert (cond["reason"], cond["message"]) == ("Inadmissible", "The workload is deactivated")
+    assert (cond["reason"], cond["message"]) == ("Deactivated", "The workload is deactivated")
 
 
 def test_stopped_cluster_queue_admits_nothing_and_drain_evicts() -> None:
@@ -142,7 +142,7 @@ spec: {clusterQueue: ghost}
     )
     r = run(text)
     orphan = r.condition("orphan", "QuotaReserved")
-    assert (orphan["reason"], orphan["message"]) == ("Inadmissible", "LocalQueue nowhere-lq doesn't exist")
+    assert (orphan["reason"], orphan["message"]) == ("Misconfigured", "LocalQueue nowhere-lq doesn't exist")
     assert r.condition("lost", "QuotaReserved")["message"] == "ClusterQueue ghost doesn't exist"
     # Creating the missing queue later admits the waiting workload without resubmitting it.
     r.tick()
@@ -169,7 +169,7 @@ metadata: {name: default, labels: {team: web}}
     )
     r = run(text)
     assert r.admitted() == []
-    assert r.pending_message("w") == "Workload namespace doesn't match ClusterQueue selector"
+    assert r.pending_message("w") == "workload namespace doesn't match ClusterQueue selector"
     r.tick()
     r.load("apiVersion: v1\nkind: Namespace\nmetadata: {name: default, labels: {team: ml}}\n")
     assert r.admitted() == ["w"]
@@ -182,7 +182,7 @@ def test_missing_namespace_selector_matches_no_namespace() -> None:
         + workload("w", "q")
     )
     r = run(text)
-    assert r.pending_message("w") == "Workload namespace doesn't match ClusterQueue selector"
+    assert r.pending_message("w") == "workload namespace doesn't match ClusterQueue selector"
 
 
 def test_every_equivalent_waiting_workload_gets_the_reason() -> None:
@@ -195,8 +195,15 @@ def test_every_equivalent_waiting_workload_gets_the_reason() -> None:
     )
     r = run(text)
     assert r.admitted() == ["w0"]
-    for name in ("w1", "w2", "w3"):
+    assert r.condition("w1", "QuotaReserved")["reason"] == "WaitingForQuota"
+    assert r.pending_message("w1") == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu "
+        "in flavor default, 2 more needed"
+    )
+    # The others were never evaluated: the head's reason, in Kueue's words for them
+    # (workload controller, resolveGranularUnadmittedQuotaReservedCondition).
+    for name in ("w2", "w3"):
+        assert r.condition(name, "QuotaReserved")["reason"] == "WaitingForQuota"
         assert r.pending_message(name) == (
-            "couldn't assign flavors to pod set main: insufficient unused quota for cpu "
-            "in flavor default, 2 more needed"
+            "Bypassed scheduling evaluation because an equivalent workload recently failed"
         )

@@ -103,7 +103,7 @@ def test_all_keeps_the_workload_pending_naming_an_undeclared_resource() -> None:
     covered = cluster_queue_of(ALL)["spec"]["resourceGroups"][0]["coveredResources"]
     assert "cpu" not in covered
     cond = r.condition(WORKLOAD, "QuotaReserved")
-    assert cond is not None and cond["reason"] == "Pending"
+    assert cond is not None and cond["reason"] == "NoMatchingFlavor"
     assert "admission" not in r.status(WORKLOAD)
 
 

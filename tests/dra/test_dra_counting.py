@@ -126,7 +126,7 @@ def test_quota_is_enforced_on_the_counted_devices() -> None:
     )
     assert d.usage("a") == {"main": {"cpu": "2", "gpus": "4"}}
     assert d.pending("b") == (
-        "Pending",
+        "WaitingForQuota",
         "couldn't assign flavors to pod set main: insufficient unused quota for gpus in flavor f, "
         "1 more needed",
     )
@@ -140,7 +140,7 @@ def test_a_counted_resource_the_cluster_queue_does_not_cover_blocks_admission() 
         dra_workload("w", [("main", 1, [("c", "t")])]),
     )
     assert d.pending("w") == (
-        "Pending",
+        "NoMatchingFlavor",
         "couldn't assign flavors to pod set main: resource gpus unavailable in ClusterQueue",
     )
 
@@ -266,7 +266,7 @@ def test_seed_004_claim_needs_quota_for_every_alternative() -> None:
         dra_workload("w", [("main", 1, [("gpu-and-nic", "device-consumer")])]),
     )
     assert d.pending("w") == (
-        "Pending",
+        "ExceedsMaxQuota",
         "couldn't assign flavors to pod set main: insufficient quota for small in flavor f, "
         "previously considered podsets requests (0) + current podset request (2) > maximum capacity (1)",
     )
@@ -434,7 +434,7 @@ def test_all_without_a_matching_slice_is_inadmissible_until_one_appears() -> Non
         dra_workload("w", [("main", 2, [("c", "t")])]),
     )
     assert d.pending("w") == (
-        "Inadmissible",
+        "Misconfigured",
         f"pod set main, resource claim c: ResourceClaimTemplate {NS}/t: request all asks for all "
         "devices of class gpu.example.com, but no ResourceSlice has a device matching that class",
     )
@@ -469,7 +469,7 @@ def test_all_without_a_device_to_count_is_inadmissible(objects: list[str]) -> No
         claim_template("t", ALL_V1, "v1"),
         dra_workload("w", [("main", 1, [("c", "t")])]),
     )
-    assert d.pending("w")[0] == "Inadmissible"
+    assert d.pending("w")[0] == "Misconfigured"
 
 
 def test_all_is_recounted_when_slices_and_classes_change() -> None:
@@ -484,7 +484,7 @@ def test_all_is_recounted_when_slices_and_classes_change() -> None:
     )
     more_needed = "couldn't assign flavors to pod set main: insufficient quota for gpus in flavor f, "
     assert d.pending("w") == (
-        "Pending",
+        "ExceedsMaxQuota",
         more_needed + "previously considered podsets requests (0) + current podset request (3) "
         "> maximum capacity (1)",
     )

@@ -72,7 +72,7 @@ def test_third_one_gpu_job_waits_for_whole_gpus_quota() -> None:
     assert d.is_admitted(first)
     assert d.is_admitted(second)
     assert d.usage(second) == {"main": {"cpu": "1", "memory": "200Mi", "whole-gpus": "1"}}
-    assert d.pending(third) == ("Pending", MSG_NO_GPU_QUOTA)
+    assert d.pending(third) == ("WaitingForQuota", MSG_NO_GPU_QUOTA)
     # Deleting the first job frees its GPU: the third is admitted.
     d.delete("Job", "job0", "gpu-test1")
     assert d.is_admitted(third)

@@ -15,7 +15,7 @@ ONE_GPU = "- {name: gpu, deviceClassName: gpu.example.com}"
 def test_direct_resource_claim_is_inadmissible() -> None:
     d = drive(GPU_CONFIG, dra_queue(QUOTA), dra_workload("w", [("main", 1, [("gpu", "claim:shared-gpu")])]))
     assert d.pending("w") == (
-        "Inadmissible",
+        "Misconfigured",
         "pod set main, resource claim gpu: uses ResourceClaim shared-gpu directly (resourceClaimName), "
         "which is not supported; use a ResourceClaimTemplate (resourceClaimTemplateName)",
     )
@@ -36,7 +36,7 @@ spec:
         GPU_CONFIG, dra_queue(QUOTA), claim, dra_workload("w", [("main", 1, [("gpu", "claim:shared-gpu")])])
     )
     assert d.rejected() == {}
-    assert d.pending("w")[0] == "Inadmissible"
+    assert d.pending("w")[0] == "Misconfigured"
     assert "uses ResourceClaim shared-gpu directly" in d.pending("w")[1]
 
 
@@ -54,7 +54,7 @@ def test_unmapped_device_class_is_inadmissible() -> None:
         dra_workload("w", [("main", 1, [("accel", "t")])]),
     )
     assert d.pending("w") == (
-        "Inadmissible",
+        "Misconfigured",
         f"pod set main, resource claim accel: ResourceClaimTemplate {NS}/t: request fpga uses device "
         "class fpga.example.com, which no resources.deviceClassMappings entry maps to a resource",
     )
@@ -74,7 +74,7 @@ def test_unmapped_alternative_names_the_subrequest() -> None:
         dra_workload("w", [("main", 1, [("c", "t")])]),
     )
     assert d.pending("w") == (
-        "Inadmissible",
+        "Misconfigured",
         f"pod set main, resource claim c: ResourceClaimTemplate {NS}/t: request gpu/tiny uses device "
         "class tiny.example.com, which no resources.deviceClassMappings entry maps to a resource",
     )
@@ -87,7 +87,7 @@ def test_mapping_added_by_a_new_configuration_makes_it_admissible() -> None:
         claim_template("t", ONE_GPU),
         dra_workload("w", [("main", 2, [("c", "t")])]),
     )
-    assert d.pending("w")[0] == "Inadmissible"
+    assert d.pending("w")[0] == "Misconfigured"
     d.load(GPU_CONFIG)
     assert d.usage("w") == {"main": {"cpu": "2", "gpus": "2"}}
 
@@ -95,7 +95,7 @@ def test_mapping_added_by_a_new_configuration_makes_it_admissible() -> None:
 def test_missing_template_is_inadmissible_until_it_appears() -> None:
     d = drive(GPU_CONFIG, dra_queue(QUOTA), dra_workload("w", [("main", 3, [("gpu", "later")])]))
     assert d.pending("w") == (
-        "Inadmissible",
+        "Misconfigured",
         f"pod set main, resource claim gpu: ResourceClaimTemplate {NS}/later not found",
     )
     # The template arrives: the workload is counted and admitted without being resubmitted.
@@ -111,7 +111,7 @@ def test_template_is_read_from_the_workload_namespace() -> None:
         dra_workload("w", [("main", 1, [("gpu", "t")])]),
     )
     assert d.pending("w") == (
-        "Inadmissible",
+        "Misconfigured",
         f"pod set main, resource claim gpu: ResourceClaimTemplate {NS}/t not found",
     )
 
@@ -130,7 +130,7 @@ def test_invalid_template_is_refused_and_its_workloads_say_why() -> None:
         )
     }
     assert d.pending("w") == (
-        "Inadmissible",
+        "Misconfigured",
         f"pod set main, resource claim gpu: ResourceClaimTemplate {NS}/t is invalid: "
         "spec.spec.devices.requests[0].count: must be greater than zero, got 0",
     )
@@ -151,7 +151,7 @@ def test_invalid_update_of_a_stored_template_keeps_the_stored_one() -> None:
     d.load(dra_workload("b", [("main", 1, [("gpu", "t")])]))
     # b is counted with the stored template (1 GPU) and waits for quota, not for a fix.
     assert d.pending("b") == (
-        "Pending",
+        "WaitingForQuota",
         "couldn't assign flavors to pod set main: insufficient unused quota for gpus in flavor f, "
         "1 more needed",
     )
@@ -171,7 +171,7 @@ def test_every_problem_of_a_workload_is_reported_in_spec_order() -> None:
         ),
     )
     assert d.pending("w") == (
-        "Inadmissible",
+        "Misconfigured",
         "pod set launcher, resource claim a: uses ResourceClaim direct directly (resourceClaimName), "
         "which is not supported; use a ResourceClaimTemplate (resourceClaimTemplateName); "
         f"pod set launcher, resource claim b: ResourceClaimTemplate {NS}/missing not found; "
@@ -212,7 +212,7 @@ def test_gate_is_on_by_default_and_alias_turns_it_on() -> None:
 
 def test_gate_turned_off_later_recounts_pending_workloads() -> None:
     d = drive(GPU_CONFIG, dra_queue(QUOTA), dra_workload("w", [("main", 1, [("gpu", "missing")])]))
-    assert d.pending("w")[0] == "Inadmissible"
+    assert d.pending("w")[0] == "Misconfigured"
     d.load(dra_configuration({"gpus": ["gpu.example.com"]}, gates={"DynamicResourceAllocation": False}))
     assert d.usage("w") == {"main": {"cpu": "1"}}
 

@@ -14,7 +14,7 @@ def gpus(n: int) -> str:
 
 def more_needed(n: int) -> tuple[str, str]:
     return (
-        "Pending",
+        "WaitingForQuota",
         f"couldn't assign flavors to pod set main: insufficient unused quota for gpus in flavor f, "
         f"{n} more needed",
     )
@@ -39,7 +39,7 @@ def test_recreated_template_changes_only_workloads_not_yet_admitted() -> None:
     assert d.usage("a") == {"main": {"cpu": "2", "gpus": "2"}}
     d.load(dra_workload("b", [("main", 1, [("c", "t")])]))
     assert d.pending("b") == (
-        "Inadmissible",
+        "Misconfigured",
         f"pod set main, resource claim c: ResourceClaimTemplate {NS}/t not found",
     )
 
@@ -66,12 +66,12 @@ def test_pending_workload_is_recounted_when_its_template_is_recreated() -> None:
         + dra_workload("w", [("main", 1, [("c", "t")])])
     )
     assert d.pending("w") == (
-        "Pending",
+        "ExceedsMaxQuota",
         "couldn't assign flavors to pod set main: insufficient quota for gpus in flavor f, "
         "previously considered podsets requests (0) + current podset request (3) > maximum capacity (2)",
     )
     d.delete("ResourceClaimTemplate", "t", NS)
-    assert d.pending("w")[0] == "Inadmissible"
+    assert d.pending("w")[0] == "Misconfigured"
     d.load(claim_template("t", gpus(1)))
     assert d.usage("w") == {"main": {"cpu": "1", "gpus": "1"}}
 

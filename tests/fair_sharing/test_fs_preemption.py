@@ -123,7 +123,7 @@ def test_final_share_rule_preempts_on_the_weighted_share(strategies: list[str] |
     assert preempted is not None
     assert preempted["message"] == (
         "Preempted to accommodate a workload (UID: UNKNOWN, JobUID: UNKNOWN) "
-        "due to Fair Sharing within the cohort"
+        "due to Fair Sharing within the cohort; preemptor path: /lab/p; preemptee path: /lab/t"
     )
 
 
