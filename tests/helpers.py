@@ -27,6 +27,25 @@ from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
 from kueuestream.admission.timefmt import rfc3339
 
+# A Kueue scheduler-perf generator: one ClusterQueue of 2 cpus and two 1-cpu jobs.
+TWO_JOBS = """
+cohorts:
+- className: cohort
+  count: 1
+  queuesSets:
+  - className: cq
+    count: 1
+    nominalQuota: 2
+    workloadsSets:
+    - count: 2
+      creationIntervalMs: 100
+      workloads:
+      - className: job
+        runtimeMs: 1000
+        priority: 0
+        request: 1
+"""
+
 T0 = 1_700_000_000_000
 # The namespace of the DRA and pipeline tests' objects.
 NS = "team"

@@ -20,29 +20,13 @@ import pytest
 from kueuestream.agents.cli.kafka_options import OPTIONS, settings_from
 from kueuestream.agents.cli.main import build_parser, main
 from kueuestream.streams.kafka_settings import KafkaSettingsError
+from tests.helpers import TWO_JOBS
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = str(REPO / "config" / "examples" / "team-queues")
 PASSWORD = "S3cr3t-pw"
 # A port nothing listens on: connecting is refused at once.
 REFUSED = "127.0.0.1:1"
-TWO_JOBS = """
-cohorts:
-- className: cohort
-  count: 1
-  queuesSets:
-  - className: cq
-    count: 1
-    nominalQuota: 2
-    workloadsSets:
-    - count: 2
-      creationIntervalMs: 100
-      workloads:
-      - className: job
-        runtimeMs: 1000
-        priority: 0
-        request: 1
-"""
 
 
 def commands(tmp_path: Path, broker: str) -> dict[str, list[str]]:

@@ -14,29 +14,14 @@ from kueuestream.agents.kube.cache import ObjectCache
 from kueuestream.agents.kube.jobs import CACHED_KINDS
 from kueuestream.agents.kube.rest import WORKLOADS
 from kueuestream.streams.schemas import AppliedRecord, ApplyOutcome, Cause, DecisionRecord, Ref
-from tests.cluster.kube_rig import Rig, V, cluster, eventually, start_runtime
+from tests.cluster.kube_rig import Rig, cluster, eventually, start_runtime
+from tests.helpers import workload_manifest
 
 pytestmark = pytest.mark.kube
 
 
 def _workload(namespace: str, name: str, queue: str = "lq", cpu: str = "1") -> dict[str, Any]:
-    return {
-        "apiVersion": V,
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "queueName": queue,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {
-                        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
-                    },
-                }
-            ],
-        },
-    }
+    return workload_manifest(name, queue, {"cpu": cpu}, namespace=namespace, priority=None, created=None)
 
 
 def _decision(namespace: str, name: str, action: Action, offset: int, reason: str) -> DecisionRecord:

@@ -24,7 +24,8 @@ from kueuestream.agents.kube.rest import WORKLOADS
 from kueuestream.agents.kube.runtime import Observed, open_cluster, serve
 from kueuestream.agents.kube.watch_service import WatchOptions
 from kueuestream.streams.file_log import FileLog
-from tests.cluster.kube_rig import V, cluster, eventually
+from tests.cluster.kube_rig import cluster, eventually
+from tests.helpers import workload_manifest
 
 pytestmark = pytest.mark.kube
 
@@ -32,23 +33,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def workload(namespace: str, name: str, cpu: str, queue: str = "lq") -> dict[str, Any]:
-    return {
-        "apiVersion": V,
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "queueName": queue,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {
-                        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
-                    },
-                }
-            ],
-        },
-    }
+    return workload_manifest(name, queue, {"cpu": cpu}, namespace=namespace, priority=None, created=None)
 
 
 def get(port: int, path: str) -> tuple[int, str]:

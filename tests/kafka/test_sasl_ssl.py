@@ -38,6 +38,7 @@ from kueuestream.streams import codec
 from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.kafka_settings import Given, KafkaSettings, build_kafka_settings
 from kueuestream.streams.schemas import DecisionRecord
+from tests.helpers import TWO_JOBS
 from tests.kafka.sasl_ssl_broker import SaslSslBroker
 
 pytestmark = pytest.mark.kafka
@@ -48,23 +49,6 @@ MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 WRONG = "not-the-password-42"
 # Upper bound for the pipeline to decide; it normally takes a few seconds.
 TIMEOUT = 120.0
-TWO_JOBS = """
-cohorts:
-- className: cohort
-  count: 1
-  queuesSets:
-  - className: cq
-    count: 1
-    nominalQuota: 2
-    workloadsSets:
-    - count: 2
-      creationIntervalMs: 100
-      workloads:
-      - className: job
-        runtimeMs: 1000
-        priority: 0
-        request: 1
-"""
 
 
 def settings_of(broker: SaslSslBroker, mechanism: str) -> KafkaSettings:

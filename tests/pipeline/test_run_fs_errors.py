@@ -16,30 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import cluster_queue, flavor, workload
+from tests.helpers import TWO_JOBS, cluster_queue, flavor, workload
 
 # <linux/prctl.h> and <linux/capability.h>
 PR_CAPBSET_DROP = 24
 CAP_DAC_OVERRIDE = 1
 CAP_FOWNER = 3
 CQ4 = "default: [{name: cpu, nominalQuota: 4}]"
-TWO_JOBS = """
-cohorts:
-- className: cohort
-  count: 1
-  queuesSets:
-  - className: cq
-    count: 1
-    nominalQuota: 2
-    workloadsSets:
-    - count: 2
-      creationIntervalMs: 100
-      workloads:
-      - className: job
-        runtimeMs: 1000
-        priority: 0
-        request: 1
-"""
 
 
 @pytest.fixture

@@ -12,26 +12,9 @@ from kueuestream.agents.simulator.command import run_simulate
 from kueuestream.agents.simulator.generator import GeneratorError, build_scenario, load_generator
 from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline
 from kueuestream.agents.simulator.scenario_run import run_scenario
+from tests.helpers import TWO_JOBS
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "config" / "simulator" / "kueue-perf"
-
-TWO_JOBS = """
-cohorts:
-- className: cohort
-  count: 1
-  queuesSets:
-  - className: cq
-    count: 1
-    nominalQuota: 2
-    workloadsSets:
-    - count: 2
-      creationIntervalMs: 100
-      workloads:
-      - className: job
-        runtimeMs: 1000
-        priority: 0
-        request: 1
-"""
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
