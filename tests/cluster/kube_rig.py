@@ -204,11 +204,14 @@ class Running:
         self.log.close_sync()
 
     def decisions(self) -> list[DecisionRecord]:
+        return [d for part in self.decisions_by_partition() for d in part]
+
+    def decisions_by_partition(self) -> list[list[DecisionRecord]]:
+        """Each partition's decisions in log order (only within a partition is the order the log's)."""
         n = self.runtime.names
         return [
-            codec.decode(r.value, DecisionRecord)
+            [codec.decode(r.value, DecisionRecord) for r in self.log.read_sync(n.decisions, p)]
             for p in range(self.runtime.pipeline.partitions)
-            for r in self.log.read_sync(n.decisions, p)
         ]
 
     def outcomes(self) -> list[AppliedRecord]:

@@ -220,7 +220,7 @@ async def test_a_restart_resumes_without_deciding_again(kube_config: str, tmp_pa
         try:
             await eventually(first_started, "the first Job unsuspended")
             await running.runtime.settle()
-            decided_before = running.decisions()
+            decided_before = running.decisions_by_partition()
             lists_before = running.watcher.stats.lists
         finally:
             await running.stop()
@@ -234,9 +234,11 @@ async def test_a_restart_resumes_without_deciding_again(kube_config: str, tmp_pa
 
             await eventually(second_started, "the Job created while stopped unsuspended")
             await again.runtime.settle()
-            decided_after = again.decisions()
-            assert decided_after[: len(decided_before)] == decided_before
-            new = decided_after[len(decided_before) :]
+            decided_after = again.decisions_by_partition()
+            new = []
+            for before, after in zip(decided_before, decided_after, strict=True):
+                assert after[: len(before)] == before
+                new += after[len(before) :]
             wl_first = workload_name("Job", "before", first["metadata"]["uid"])
             assert [d for d in new if d.ref.name == wl_first] == []
             assert again.watcher.stats.relists == 0

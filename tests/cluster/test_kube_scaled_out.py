@@ -137,7 +137,16 @@ async def test_watch_workers_and_apply_over_kafka_give_the_embedded_statuses(
                 ]
                 scaled_quota = await rig.quota("scaled", "2")
                 # A Faust worker takes its partitions only after a rebalance, slow on a busy machine.
-                scaled = await scenario(rig, scaled_quota, timeout_s=240)
+                try:
+                    scaled = await scenario(rig, scaled_quota, timeout_s=240)
+                except AssertionError as exc:
+                    ended = [t for t in tasks if t.done() and not t.cancelled()]
+                    died = [f"{t.get_name()}: {t.exception()!r}" for t in ended]
+                    log = (tmp_path / "worker.log").read_text(errors="replace")
+                    quiet = [line for line in log.splitlines() if "buffer full" not in line]
+                    raise AssertionError(
+                        f"{exc}\ntasks ended: {died}\nworker log (last lines):\n" + "\n".join(quiet[-40:])
+                    ) from exc
                 for task in tasks:
                     task.cancel()
                 for task in tasks:
