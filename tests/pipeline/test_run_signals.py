@@ -14,6 +14,20 @@ from tests.helpers import cluster_queue, flavor, workload
 WORKLOADS = 150
 
 
+RUN = [
+    sys.executable,
+    "-m",
+    "kueuestream",
+    "run",
+    "--source",
+    "src",
+    "--log-dir",
+    "log",
+    "--status-dir",
+    "status",
+]
+
+
 def start_run(tmp_path: Path) -> subprocess.Popen[str]:
     src = tmp_path / "src"
     src.mkdir()
@@ -27,18 +41,7 @@ def start_run(tmp_path: Path) -> subprocess.Popen[str]:
         )
     )
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kueuestream",
-            "run",
-            "--source",
-            "src",
-            "--log-dir",
-            "log",
-            "--status-dir",
-            "status",
-        ],
+        RUN,
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -70,19 +73,7 @@ def test_a_stop_signal_in_the_middle_of_a_batch(tmp_path: Path, sig: signal.Sign
     assert f"status in status, log in log; stopped by {sig.name}" in summary, out[-2000:]
     # And it is all in the log: a restart has nothing new to decide.
     again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kueuestream",
-            "run",
-            "--source",
-            "src",
-            "--log-dir",
-            "log",
-            "--status-dir",
-            "status",
-            "--once",
-        ],
+        [*RUN, "--once"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
