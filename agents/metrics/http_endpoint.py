@@ -1,4 +1,5 @@
-"""The operators' HTTP endpoint: ``/metrics`` (Prometheus text format), ``/healthz`` and ``/readyz``.
+"""The operators' HTTP endpoint: ``/metrics`` (Prometheus text format), ``/healthz``, ``/readyz``,
+and whatever routes a command adds (:meth:`MetricsEndpoint.route`).
 
 It runs in a thread of its own, so a scrape is answered while the pipeline
 is busy; ``/healthz`` answers 200 for as long as the process serves at all,
@@ -8,10 +9,37 @@ is busy; ``/healthz`` answers 200 for as long as the process serves at all,
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A whole response."""
+
+    code: int
+    body: bytes
+    content_type: str = TEXT
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A response written chunk by chunk until ``chunks`` ends or the client goes away
+    (server-sent events, for one)."""
+
+    chunks: Iterator[bytes]
+    content_type: str = "text/event-stream"
+
+
+Query = dict[str, list[str]]
+Route = Callable[[str, Query], Answer | Stream]
+"""A handler of every path under its prefix: ``(path, query) -> response``."""
 
 
 class MetricsEndpoint:
@@ -22,35 +50,58 @@ class MetricsEndpoint:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._answer(200, generate_latest(registry), CONTENT_TYPE_LATEST)
-                elif path == "/healthz":
-                    self._answer(200, b"ok\n")
-                elif path == "/readyz":
-                    if endpoint.ready():
-                        self._answer(200, b"ready\n")
-                    else:
-                        self._answer(503, b"not ready: the first full list is not processed yet\n")
-                else:
-                    self._answer(404, b"not found: try /metrics, /healthz or /readyz\n")
+                url = urlsplit(self.path)
+                self._respond(endpoint.answer(url.path, parse_qs(url.query)))
 
-            def _answer(
-                self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8"
-            ) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
+            def _respond(self, response: Answer | Stream) -> None:
+                self.send_response(response.code if isinstance(response, Answer) else 200)
+                self.send_header("Content-Type", response.content_type)
+                if isinstance(response, Answer):
+                    self.send_header("Content-Length", str(len(response.body)))
+                    self.end_headers()
+                    self.wfile.write(response.body)
+                    return
+                self.send_header("Cache-Control", "no-cache")
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    for chunk in response.chunks:
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the client went away: the stream simply ends
+                finally:
+                    close = getattr(response.chunks, "close", None)
+                    if close is not None:
+                        close()
 
             def log_message(self, format: str, *args: object) -> None:
                 return  # scrapes every few seconds would drown the command's own output
 
         self.ready = ready
+        self.registry = registry
+        self._routes: list[tuple[str, Route]] = []
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
         self._thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
+
+    def route(self, prefix: str, handler: Route) -> None:
+        """Answer every path equal to ``prefix`` or under ``prefix/`` with ``handler``."""
+        self._routes.append((prefix.rstrip("/"), handler))
+
+    def answer(self, path: str, query: Query) -> Answer | Stream:
+        if path == "/metrics":
+            return Answer(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+        if path == "/healthz":
+            return Answer(200, b"ok\n")
+        if path == "/readyz":
+            if self.ready():
+                return Answer(200, b"ready\n")
+            return Answer(503, b"not ready: the first full list is not processed yet\n")
+        # The longest prefix wins, so a route under another's prefix can be added after it.
+        for prefix, handler in sorted(self._routes, key=lambda r: len(r[0]), reverse=True):
+            if path == prefix or path.startswith(prefix + "/") or prefix == "":
+                return handler(path, query)
+        return Answer(404, b"not found: try /metrics, /healthz or /readyz\n")
 
     @property
     def port(self) -> int:
