@@ -11,6 +11,7 @@ from kueuestream.agents.cli import (
     apply,
     crds,
     drs,
+    explain,
     get,
     publish,
     replay,
@@ -22,7 +23,22 @@ from kueuestream.agents.cli import (
     worker,
 )
 
-COMMANDS = (admit, get, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch, apply)
+COMMANDS = (
+    admit,
+    get,
+    validate,
+    drs,
+    run,
+    worker,
+    publish,
+    replay,
+    explain,
+    transfer,
+    simulate,
+    crds,
+    watch,
+    apply,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
