@@ -322,9 +322,10 @@ def test_finish_ends_the_timeline(sc: Scenario) -> None:
 def test_a_waiting_workload_costs_one_entry_however_many_cycles(sc: Scenario) -> None:
     """Bounded: cycles that leave the Workload's status as it was add nothing to the log."""
     no_lending = "default: [{name: cpu, nominalQuota: 4, lendingLimit: 0}]"
+    strict = "  queueingStrategy: StrictFIFO"  # the head that does not fit is tried every cycle
     sc.step(
         q=flavor("default")
-        + cluster_queue("q", no_lending, cohort="team")
+        + cluster_queue("q", no_lending, cohort="team", spec_extra=strict)
         + cluster_queue("other", no_lending, cohort="team"),
         w=workload("hog", "q", cpu="2") + workload("waits", "q", cpu="3", created="2024-01-01T00:00:01Z"),
     )
@@ -332,7 +333,7 @@ def test_a_waiting_workload_costs_one_entry_however_many_cycles(sc: Scenario) ->
         sc.step(**{f"o{i}": workload(f"o{i}", "other", cpu="4", created=f"2024-01-01T00:01:0{i}Z")})
         sc.step(**{f"o{i}": ""})
     [entry] = waiting(sc.explain("waits"))
-    assert entry["cycles"]["to"] - entry["cycles"]["from"] >= 6
+    assert entry["cycles"]["to"] - entry["cycles"]["from"] >= 12
     code, out = replayed(sc.log)
     assert code == 0, out
 
