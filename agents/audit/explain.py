@@ -316,9 +316,10 @@ def would_admit(timeline: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
             )
     out["finishing"] = list(trace.get("finishing", []))
     if not out["quotaIncrease"] and not out["finishing"] and "note" not in out:
-        out["note"] = "not a matter of quota: " + (
-            last.get("message") or last.get("reason") or "no attempt yet"
-        )
+        if last["event"] in ("Created", "Queued"):
+            out["note"] = "the scheduler has not tried it yet"
+        else:
+            out["note"] = f"not a matter of quota: {last.get('message') or last.get('reason')}"
     return out
 
 

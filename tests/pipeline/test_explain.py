@@ -371,3 +371,20 @@ def test_a_damaged_log_is_an_error(sc: Scenario, topic: str) -> None:
     segment.write_bytes(bytes(data))
     with pytest.raises(DamagedLog, match="lost records"):
         sc.explain("w")
+
+
+def test_a_workload_behind_a_strict_fifo_head_was_never_tried(sc: Scenario) -> None:
+    """``StrictFIFO``: the head that does not fit blocks its queue, so the one behind it gets no condition."""
+    strict = cluster_queue("q", CQ4, spec_extra="  queueingStrategy: StrictFIFO")
+    sc.step(
+        q=flavor("default") + strict,
+        w=workload("head", "q", cpu="5") + workload("behind", "q", created="2024-01-01T00:00:01Z"),
+    )
+    answer = sc.explain("behind")
+    assert events(answer) == ["Created", "Queued"]
+    assert answer["wouldAdmit"] == {
+        "reason": "",
+        "quotaIncrease": [],
+        "finishing": [],
+        "note": "the scheduler has not tried it yet",
+    }
