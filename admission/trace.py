@@ -19,7 +19,7 @@ nominal quota raises what it can take by as much, whatever binds above it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kueuestream.admission.api.kueue import ResourceFlavor
@@ -201,17 +201,21 @@ def finishing(
     is left as it was. Empty when even the whole tree's would not do.
     """
     frs = sorted(needs)
-    circles = [[node.name]]
-    if node.parent is not None:
-        root = node.root
-        borrowers = [n.name for n in root.borrowing_cluster_queues(frozenset(frs)) if n is not node]
-        circles.append([node.name, *borrowers])
-        circles.append([n.name for n in root.subtree_cqs])
-    for names in circles:
+    for names in _circles(node, frs):
         found = _finishing_among(node, nodes, [admitted[n] for n in names if n in admitted], frs, needs)
         if found is not None:
             return found
     return []
+
+
+def _circles(node: QuotaNode, frs: Sequence[FR]) -> Iterator[list[str]]:
+    """The ClusterQueues to look in, each circle computed only when the one before did not do."""
+    yield [node.name]
+    if node.parent is None:
+        return
+    root = node.root
+    yield [node.name, *(n.name for n in root.borrowing_cluster_queues(frozenset(frs)) if n is not node)]
+    yield [n.name for n in root.subtree_cqs]
 
 
 def _finishing_among(
@@ -224,6 +228,8 @@ def _finishing_among(
     pool = [c for cands in lists for c in cands if not c.evicting and any(fr in c.usage for fr in frs)]
     pool.sort(key=lambda c: (-sum(c.usage.get(fr, 0) for fr in frs), c.key))
     taken: list[Candidate] = []
+    root = node.root
+    version = root.version
     try:
         for cand in pool:
             if _fits(node, needs):
@@ -242,6 +248,9 @@ def _finishing_among(
     finally:
         for cand in reversed(taken):
             restore(nodes, cand)
+        # The tree is as it was, and nothing cached anything on it meanwhile (only
+        # ``available`` was read): the caches stamped with the old version stay good.
+        root.version = version
 
 
 def not_admitted(
