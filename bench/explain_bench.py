@@ -5,10 +5,10 @@
 - history: pipeline_bench's workload mix (four cohorts of four ClusterQueues,
   Workloads of 1-4 cpu arriving and finishing, a third preempting on
   priority), --events watch events through the embedded runtime into a file
-  log; then ``explain`` (``explain_json``) of the Workload with the most
-  decisions, of one admitted at once, and of a name the log does not have
-  (which reads everything to find the closest names). Also the share of the
-  decisions topic the traces take.
+  log; then ``kueuestream explain`` (a process of its own, start to exit) of
+  the Workload with the most decisions, of one admitted at once, and of a
+  name the log does not have (which looks for the closest names). Also the
+  share of the decisions topic the traces take.
 - waiting: one Workload, the head of a StrictFIFO ClusterQueue, waits for the
   same reason (1 cpu short) while Workloads of another ClusterQueue of its
   Cohort (neither lends) arrive and finish, each arrival and finish a
@@ -19,6 +19,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +33,6 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from pipeline_bench import listing, stream  # noqa: E402
 
-from kueuestream.agents.audit.explain import UnknownWorkload, explain_json  # noqa: E402
 from kueuestream.agents.embedded.memory_log import MemoryLog  # noqa: E402
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline  # noqa: E402
 from kueuestream.agents.sources.watch_events import as_batch, identify, listing_order, watch_event  # noqa: E402
@@ -65,14 +66,18 @@ def to_files(log: MemoryLog, folder: Path) -> None:
 
 
 def timed(folder: Path, key: str) -> tuple[float, str]:
-    namespace, name = key.split("/", 1)
+    """``kueuestream explain KEY FOLDER -o json`` as a user runs it: its own process, start to exit."""
     start = time.perf_counter()
-    try:
-        answer = explain_json(str(folder), namespace, name)
-        said = f"{len(answer['timeline'])} timeline entries"  # type: ignore[arg-type]
-    except UnknownWorkload as exc:
-        said = f"unknown, closest {', '.join(exc.closest)}"
-    return time.perf_counter() - start, said
+    done = subprocess.run(
+        [sys.executable, "-m", "kueuestream", "explain", key, str(folder), "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode == 0:
+        return elapsed, f"{len(json.loads(done.stdout)['timeline'])} timeline entries"
+    return elapsed, f"exit {done.returncode}: {done.stderr.strip()}"
 
 
 def bench_history(n: int) -> None:

@@ -1,7 +1,7 @@
 """``kueuestream explain NAMESPACE/NAME LOG``: one Workload's history, read from the log.
 
-The timeline is read, not recomputed: the Workload's inputs from
-``kueue.admission`` (created, queued, deleted) and its decisions from
+The timeline is read, not recomputed: the Workload's creation and LocalQueue
+from its input in ``kueue.admission`` and its decisions from
 ``kueue.decisions``, each carrying the status Kueue would write and, where a
 scheduling cycle made it, the decision trace (``admission/trace.py``). A
 decision is written only when the Workload's status changes, so a stretch of
@@ -39,7 +39,7 @@ from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_settings import KafkaSettings
 from kueuestream.streams.log import Log
 from kueuestream.streams.schemas import DecisionRecord
-from kueuestream.streams.topics import decision_key
+from kueuestream.streams.topics import decision_key, partition_for_shard
 
 
 class ExplainError(Exception):
@@ -126,11 +126,42 @@ async def _read(
             if lost:
                 raise DamagedLog(f"the log lost records, so the timeline would be incomplete: {lost[0]}")
         topics = await log.topics()
-        if names.admission in topics:
-            await _read_inputs(log, names.admission, namespace, name, found)
         if names.decisions in topics:
             await _read_decisions(log, names.decisions, namespace, name, found)
+        if names.admission in topics:
+            if found.decisions:
+                await _read_input_before(log, names.admission, found.decisions[0], found)
+            else:
+                await _read_inputs(log, names.admission, namespace, name, found)
     return found
+
+
+async def _read_input_before(log: Log, topic: str, first: DecisionRecord, found: _Found) -> None:
+    """The Workload's last input at or before the cause of its first decision.
+
+    It is in the partition of that decision's shard; windows of growing size
+    are read backwards from the cause, so a long log is not read from its start.
+    """
+    partition = partition_for_shard(first.cause.shard, await log.partitions(topic))
+    ref = first.ref
+    needle = f'"name":"{ref.name}"'.encode()
+    high, width = first.cause.offset + 1, 64
+    while high > 0:
+        low = max(0, high - width)
+        window = [r async for r in log.read(topic, partition, low, until=high)]
+        for record in reversed(window):
+            if needle not in record.value:
+                continue
+            try:
+                entry = decode_entry(record.value)
+            except DecodeError as exc:
+                raise DamagedLog(f"{topic} partition {partition} offset {record.offset}: {exc}") from exc
+            if (entry.kind, entry.namespace, entry.name) == ("Workload", ref.namespace, ref.name) and (
+                entry.type is EventType.UPSERT and not entry.origin.stream.startswith("admission/")
+            ):
+                found.inputs.append((entry.time_ms, entry.type.value, entry.object))
+                return
+        high, width = low, width * 4
 
 
 async def _read_inputs(log: Log, topic: str, namespace: str, name: str, found: _Found) -> None:
@@ -146,10 +177,9 @@ async def _read_inputs(log: Log, topic: str, namespace: str, name: str, found: _
             if entry.kind != "Workload":
                 continue
             found.names.add(f"{entry.namespace}/{entry.name}")
-            if (entry.namespace, entry.name) == (namespace, name) and not entry.origin.stream.startswith(
-                "admission/"
-            ):
+            if (entry.namespace, entry.name) == (namespace, name) and entry.type is EventType.UPSERT:
                 found.inputs.append((entry.time_ms, entry.type.value, entry.object))
+                return
 
 
 async def _read_decisions(log: Log, topic: str, namespace: str, name: str, found: _Found) -> None:
