@@ -12,6 +12,7 @@ from kueuestream.agents.cli import (
     crds,
     drs,
     get,
+    pending,
     publish,
     replay,
     run,
@@ -22,7 +23,22 @@ from kueuestream.agents.cli import (
     worker,
 )
 
-COMMANDS = (admit, get, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch, apply)
+COMMANDS = (
+    admit,
+    get,
+    validate,
+    drs,
+    run,
+    worker,
+    publish,
+    replay,
+    pending,
+    transfer,
+    simulate,
+    crds,
+    watch,
+    apply,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
