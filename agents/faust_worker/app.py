@@ -609,6 +609,16 @@ def run_worker(
         served, usable = serve_metrics(metrics_port, lambda line: print(line, flush=True), Served)
         if not usable:
             return 2
+        built: list[Runtime] = []
+
+        def read_engines(fn: Callable[[Sequence[Engine], str], T]) -> T:
+            if not built:
+                raise Unavailable("not ready: the worker is starting")
+            return built[0].read_engines(fn)
+
+        if served is not None:
+            # Routed before the worker is built, as the endpoint already answers.
+            serve_visibility(served.endpoint, read_engines)
         app, runtime = build_app(
             settings,
             app_id=app_id,
@@ -621,7 +631,7 @@ def run_worker(
         if served is not None:
             served.ready = lambda: runtime.assigned
             served.positions = lambda: runtime.lag
-            serve_visibility(served.endpoint, runtime.read_engines)
+        built.append(runtime)
         worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
         try:
             worker.execute_from_commandline()

@@ -1,4 +1,5 @@
-"""``kueuestream worker --metrics-port``: Kueue's visibility API for the shards the worker holds.
+"""``kueuestream worker --metrics-port``: Kueue's visibility API for the shards the worker holds;
+and ``kueuestream pending`` reading the same from the Kafka log.
 
 Kueue's ``pendingWorkloadsInCqREST.Get`` (pkg/visibility/storage) over HTTP,
 from the engines of the partitions this worker holds; a ClusterQueue it does
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from kueuestream.agents.audit.pending import pending_json
 from kueuestream.agents.faust_worker.publish import publish_dir
+from kueuestream.streams.kafka_settings import kafka_settings
 from tests.cluster.kube_rig import eventually, start_cli
 from tests.cluster.test_metrics_endpoint import get
 from tests.cluster.test_operating_cli import port_of
@@ -99,6 +102,11 @@ async def test_a_worker_lists_the_pending_workloads_of_its_shards(
             ("old", 1, 1),
             ("new", 2, 2),
         ]
+        # The same answer from the log, as `kueuestream pending kafka://...` reads it.
+        from_log = await asyncio.to_thread(
+            pending_json, broker, cluster_queue="team", prefix=prefix, kafka=kafka_settings(broker)
+        )
+        assert from_log == body
         code, body = await pending(f"{API}/clusterqueues/elsewhere/pendingworkloads")
         assert code == 404
         message = str(body["message"])
