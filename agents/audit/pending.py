@@ -49,7 +49,7 @@ from kueuestream.agents.audit.replay import (
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_settings import KafkaSettings
-from kueuestream.streams.log import Record
+from kueuestream.streams.log import LogError, Record
 
 GROUP = "visibility.kueue.x-k8s.io"
 API_VERSION = f"{GROUP}/v1beta2"
@@ -294,6 +294,11 @@ async def read_log(
 ) -> tuple[list[list[Record]], list[list[Record]]]:
     """The partitions of ``kueue.admission`` and of ``kueue.decisions``."""
     async with open_log(log, kafka) as opened:
+        if isinstance(opened, FileLog):
+            lost = [gap for gap in opened.lost_sync() if gap.topic in (names.admission, names.decisions)]
+            if lost:
+                # A lost decision could leave an admitted Workload listed as waiting.
+                raise LogError(f"the log lost records, so the pending list could be wrong: {lost[0]}")
         admission = await read_admission(opened, names)
         decisions: list[list[Record]] = []
         if names.decisions in await opened.topics():

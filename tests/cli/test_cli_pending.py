@@ -167,3 +167,19 @@ def test_a_missing_log_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     code, _, err = _pending(capsys, str(tmp_path / "nowhere"), "--cluster-queue", "research")
     assert code == 2
     assert err.startswith(f"error: no embedded log at {tmp_path / 'nowhere'}")
+
+
+@pytest.mark.parametrize("topic", ["kueue.decisions", "kueue.admission"])
+def test_a_damaged_log_is_an_error_not_a_wrong_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], topic: str
+) -> None:
+    """A decision lost to damage could leave an admitted Workload listed as waiting."""
+    log = _log(tmp_path)
+    segment = sorted((Path(log) / topic).rglob("*.log"), key=lambda p: p.stat().st_size)[-1]
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    code, out, err = _pending(capsys, log, "--cluster-queue", "research")
+    assert (code, out) == (2, "")
+    assert err.startswith("error: the log lost records, so the pending list could be wrong: ")
+    assert topic in err
