@@ -37,8 +37,7 @@ from kueuestream.agents.audit.queue_fold import (
     Waiting,
     condition,
     fold,
-    order_key,
-    waits,
+    queued_order,
 )
 from kueuestream.agents.audit.replay import (
     open_log,
@@ -113,14 +112,13 @@ def queue_order(engine: Engine, cluster_queue: str) -> list[Entry]:
 def fold_order(folded: QueueFold, cluster_queue: str) -> list[Entry]:
     """What :func:`queue_order` gives, from a :class:`~kueuestream.agents.audit.queue_fold.QueueFold`."""
     entries = []
+    local_queues, stopped = folded.local_queues, folded.stopped_local_queues
     for wl in folded.workloads.values():
         lq = (wl.namespace, wl.queue_name)
-        if (
-            folded.local_queues.get(lq) == cluster_queue
-            and lq not in folded.stopped_local_queues
-            and waits(wl)
-        ):
-            entries.append(Entry(order_key(wl), wl.queue_name, wl))
+        if local_queues.get(lq) == cluster_queue and lq not in stopped:
+            order = queued_order(wl)
+            if order is not None:
+                entries.append(Entry(order, wl.queue_name, wl))
     entries.sort(key=lambda e: e.order)
     return entries
 

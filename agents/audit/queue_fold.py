@@ -82,36 +82,27 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return None
 
 
-def waits(wl: Waiting) -> bool:
-    """Whether the engine has ``wl`` queued: pending, active, and not kept out of every queue."""
+def queued_order(wl: Waiting) -> OrderKey | None:
+    """``wl``'s place in its queue (:meth:`~kueuestream.admission.state.WorkloadRecord.order_key`),
+    or None when the engine has it in no queue: not pending, not active, or kept out of every queue."""
     if not wl.active:
-        return False
-    finished = False
-    reserved = None
+        return None
+    reserved: dict[str, Any] = {}
     for cond in wl.status.get("conditions") or ():
         kind = cond.get("type") if isinstance(cond, dict) else None
         if kind == QUOTA_RESERVED:
             reserved = cond
         elif kind == FINISHED and cond.get("status") == "True":
-            finished = True
-    if finished:
-        return False
-    return reserved is None or (reserved.get("status") != "True" and reserved.get("reason") not in NOT_QUEUED)
-
-
-def order_key(wl: Waiting) -> OrderKey:
-    """:meth:`~kueuestream.admission.state.WorkloadRecord.order_key` of ``wl``."""
-    reserved = condition(wl.status, QUOTA_RESERVED) or {}
+            return None
     reason = reserved.get("reason")
-    message = str(reserved.get("message") or "")
+    if reserved.get("status") == "True" or reason in NOT_QUEUED:
+        return None
+    message = reserved.get("message")
+    # Sorted first while its preemptions complete, as the scheduler marks it.
     sticky = reason == WAITING_FOR_PREEMPTED_WORKLOADS or (
-        "Pending the preemption" in message and bool(_PREEMPTING.search(message))
+        isinstance(message, str) and "Pending the preemption" in message and bool(_PREEMPTING.search(message))
     )
     return (not sticky, -wl.priority, wl.created_ms, wl.namespace, wl.name)
-
-
-def _is_true(cond: dict[str, Any] | None) -> bool:
-    return cond is not None and cond.get("status") == "True"
 
 
 def _priority(manifest: dict[str, Any]) -> int | None:
