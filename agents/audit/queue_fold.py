@@ -126,15 +126,25 @@ def fold(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[Rec
         _fold_partition(records, out)
     statuses: dict[tuple[str, str], dict[str, Any]] = {}
     for records in decisions:
-        for record in records:
+        # Newest first: only a Workload's last decision is read (decisions are keyed by Workload).
+        read: set[bytes] = set()
+        for record in reversed(records):
+            if b'"Rejected"' in record.value:
+                d = orjson.loads(record.value)
+                if d.get("action") == "Rejected":
+                    ref = d.get("ref") or {}
+                    raise NeedsReplay(
+                        f"the engine refused {ref.get('kind')} {ref.get('namespace')}/{ref.get('name')}"
+                    )
+            if record.key:
+                if record.key in read:
+                    continue
+                read.add(record.key)
             d = orjson.loads(record.value)
             ref = d.get("ref") or {}
-            if d.get("action") == "Rejected":
-                raise NeedsReplay(
-                    f"the engine refused {ref.get('kind')} {ref.get('namespace')}/{ref.get('name')}"
-                )
-            if ref.get("kind") == "Workload":
-                statuses[(ref.get("namespace", ""), ref.get("name", ""))] = d.get("status") or {}
+            key = (ref.get("namespace", ""), ref.get("name", ""))
+            if ref.get("kind") == "Workload" and key not in statuses:
+                statuses[key] = d.get("status") or {}
     for key, status in statuses.items():
         wl = out.workloads.get(key)
         if wl is not None:
@@ -218,10 +228,12 @@ def _workload(
     status = obj.get("status") or {}
     if status.get("requeueState") or status.get("admissionChecks"):
         raise NeedsReplay(f"Workload {key[0]}/{key[1]} waits for admission checks or a retry")
-    priority = _priority(obj)
-    if priority is None:
-        raise NeedsReplay(f"Workload {key[0]}/{key[1]} takes its priority from a class")
     spec = obj.get("spec") or {}
+    priority = spec.get("priority")
+    if not isinstance(priority, int):
+        priority = _priority(obj)
+        if priority is None:
+            raise NeedsReplay(f"Workload {key[0]}/{key[1]} takes its priority from a class")
     metadata = obj.get("metadata") or {}
     known = out.workloads.get(key)
     if known is not None:
