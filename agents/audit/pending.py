@@ -12,7 +12,9 @@ not fit does, not in the order. Positions count from 0; ``limit`` defaults to
 1000 and is capped at 100,000, ``offset`` to 0 (``boundedLimitOffset``).
 
 :func:`pending_summary` answers from engines a process holds;
-:func:`pending_json` from a log, for its state at the log's end. Each item
+:func:`pending_json` from a log, for its state at the log's end: folded from
+the queue-relevant records (:mod:`kueuestream.agents.audit.queue_fold`), or
+from engines rebuilt by a replay when the fold cannot answer. Each item
 also carries our pending reason: the ``reason`` and ``message`` of its
 ``QuotaReserved=False`` condition.
 """
