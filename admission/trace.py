@@ -190,22 +190,38 @@ def finishing(
     admitted: Mapping[str, list[Candidate]],
     needs: Mapping[FR, int],
 ) -> list[str]:
-    """Running Workloads of the Cohort tree whose finishing would make ``needs`` fit, fewest first.
+    """Running Workloads whose finishing would make ``needs`` fit in ``node``.
 
-    Candidates using the most of the pairs are taken out first until ``needs``
-    fits, then each one not needed after all is put back (as Kueue's
-    preemption minimises its targets); the tree is left as it was. Empty when
-    even finishing every one of them would not do.
+    They are looked for in widening circles, each tried only when the one
+    before cannot free enough: the ClusterQueue's own Workloads, then also
+    those of the ClusterQueues of its Cohort tree that borrow, then those of
+    the whole tree. Within a circle, candidates using the most of the pairs
+    are taken out first until ``needs`` fits, then each one not needed after
+    all is put back (as Kueue's preemption minimises its targets). The tree
+    is left as it was. Empty when even the whole tree's would not do.
     """
     frs = sorted(needs)
-    names = [n.name for n in node.root.subtree_cqs] if node.parent is not None else [node.name]
-    pool = [
-        c
-        for name in names
-        if name in admitted
-        for c in admitted[name]
-        if not c.evicting and any(c.usage.get(fr, 0) for fr in frs)
-    ]
+    circles = [[node.name]]
+    if node.parent is not None:
+        root = node.root
+        borrowers = [n.name for n in root.borrowing_cluster_queues(frozenset(frs)) if n is not node]
+        circles.append([node.name, *borrowers])
+        circles.append([n.name for n in root.subtree_cqs])
+    for names in circles:
+        found = _finishing_among(node, nodes, [admitted[n] for n in names if n in admitted], frs, needs)
+        if found is not None:
+            return found
+    return []
+
+
+def _finishing_among(
+    node: QuotaNode,
+    nodes: Mapping[str, QuotaNode],
+    lists: Sequence[Sequence[Candidate]],
+    frs: Sequence[FR],
+    needs: Mapping[FR, int],
+) -> list[str] | None:
+    pool = [c for cands in lists for c in cands if not c.evicting and any(fr in c.usage for fr in frs)]
     pool.sort(key=lambda c: (-sum(c.usage.get(fr, 0) for fr in frs), c.key))
     taken: list[Candidate] = []
     try:
@@ -215,7 +231,7 @@ def finishing(
             remove(nodes, cand)
             taken.append(cand)
         if not _fits(node, needs):
-            return []
+            return None
         for cand in reversed(list(taken)):
             restore(nodes, cand)
             if _fits(node, needs):
