@@ -57,6 +57,7 @@ from kueuestream.admission.quantity import resource_quantity
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.admission_shards import Emitted
 from kueuestream.agents.applier import applied_out, read_decision
+from kueuestream.agents.audit.pending import QueueNotFound
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
 from kueuestream.agents.ingest import IngestHandler
@@ -283,13 +284,23 @@ class Runtime:
 
         async def call() -> T:
             held = sorted(self.next_offset)
-            if not held:
+            # Partitions with a state but no next offset are being read again from offset 0.
+            rebuilding = sorted(set(self.admission.states) - set(held))
+            if not held and not rebuilding:
                 raise Unavailable("this worker holds no admission partition now")
             where = (
                 f" in the shards this worker holds (partitions {', '.join(map(str, held))} of "
                 f"{self.names.admission}); the other partitions are other workers'"
             )
-            return fn(self.engines(held), where)
+            try:
+                return fn(self.engines(held), where)
+            except QueueNotFound:
+                if not rebuilding:
+                    raise
+                listed = ", ".join(map(str, rebuilding))
+                raise Unavailable(
+                    f"partitions {listed} of {self.names.admission} are being rebuilt"
+                ) from None
 
         return on_loop(loop, call)
 
