@@ -299,12 +299,20 @@ async def read_log(
             if lost:
                 # A lost decision could leave an admitted Workload listed as waiting.
                 raise LogError(f"the log lost records, so the pending list could be wrong: {lost[0]}")
-        admission = await read_admission(opened, names)
+        if isinstance(opened, FileLog):
+            # Read at once: nothing else runs on this loop to yield to.
+            if names.admission not in opened.topics_sync():
+                raise LogError(f"the log has no {names.admission} topic: no queue to list")
+            admission = [
+                list(opened.read_sync(names.admission, p))
+                for p in range(opened.partitions_sync(names.admission))
+            ]
+        else:
+            admission = await read_admission(opened, names)
         decisions: list[list[Record]] = []
         if names.decisions in await opened.topics():
             for p in range(await opened.partitions(names.decisions)):
                 if isinstance(opened, FileLog):
-                    # Read at once: nothing else runs on this loop to yield to.
                     decisions.append(list(opened.read_sync(names.decisions, p)))
                 else:
                     decisions.append(await read_partition(opened, names.decisions, p))
