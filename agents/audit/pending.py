@@ -334,7 +334,7 @@ def summary_of_log(
     can; else from the engines rebuilt by replaying ``admission``.
     """
     try:
-        folded = fold(admission, decisions)
+        return _folded_summary(fold(admission, decisions), cluster_queue, local_queue, limit, offset)
     except NeedsReplay:
         return pending_summary(
             engines_at_end(admission),
@@ -343,6 +343,11 @@ def summary_of_log(
             limit=limit,
             offset=offset,
         )
+
+
+def _folded_summary(
+    folded: QueueFold, cluster_queue: str | None, local_queue: tuple[str, str] | None, limit: int, offset: int
+) -> dict[str, Any]:
     if cluster_queue is not None:
         if cluster_queue not in folded.cluster_queues:
             raise QueueNotFound(

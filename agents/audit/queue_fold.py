@@ -84,7 +84,8 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
 
 def queued_order(wl: Waiting) -> OrderKey | None:
     """``wl``'s place in its queue (:meth:`~kueuestream.admission.state.WorkloadRecord.order_key`),
-    or None when the engine has it in no queue: not pending, not active, or kept out of every queue."""
+    or None when the engine has it in no queue: not pending, not active, or kept out of every queue.
+    :class:`NeedsReplay` when its queue is inactive."""
     if not wl.active:
         return None
     reserved: dict[str, Any] = {}
@@ -95,7 +96,12 @@ def queued_order(wl: Waiting) -> OrderKey | None:
         elif kind == FINISHED and cond.get("status") == "True":
             return None
     reason = reserved.get("reason")
-    if reserved.get("status") == "True" or reason in NOT_QUEUED:
+    if reserved.get("status") == "True":
+        return None
+    if reason in NOT_QUEUED:
+        if reason in (SUSPENDED, INADMISSIBLE) and "is inactive" in str(reserved.get("message")):
+            # Kueue keeps the Workloads of a stopped queue queued; the engine does not.
+            raise NeedsReplay(f"the queue of Workload {wl.namespace}/{wl.name} is inactive")
         return None
     message = reserved.get("message")
     # Sorted first while its preemptions complete, as the scheduler marks it.
@@ -124,7 +130,8 @@ def fold(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[Rec
     out = QueueFold()
     for records in admission:
         _fold_partition(records, out)
-    statuses: dict[tuple[str, str], dict[str, Any]] = {}
+    done: set[tuple[str, str]] = set()
+    workloads = out.workloads
     for records in decisions:
         # Newest first: only a Workload's last decision is read (decisions are keyed by Workload).
         read: set[bytes] = set()
@@ -143,18 +150,11 @@ def fold(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[Rec
             d = orjson.loads(record.value)
             ref = d.get("ref") or {}
             key = (ref.get("namespace", ""), ref.get("name", ""))
-            if ref.get("kind") == "Workload" and key not in statuses:
-                statuses[key] = d.get("status") or {}
-    for key, status in statuses.items():
-        wl = out.workloads.get(key)
-        if wl is not None:
-            wl.status = status
-    for wl in out.workloads.values():
-        reserved = condition(wl.status, QUOTA_RESERVED) or {}
-        if reserved.get("reason") in (SUSPENDED, INADMISSIBLE) and "is inactive" in str(
-            reserved.get("message")
-        ):
-            raise NeedsReplay(f"a queue of Workload {wl.namespace}/{wl.name} is inactive")
+            if ref.get("kind") == "Workload" and key not in done:
+                done.add(key)
+                wl = workloads.get(key)
+                if wl is not None:
+                    wl.status = d.get("status") or {}
     return out
 
 
