@@ -154,7 +154,8 @@ def fold(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[Rec
                 done.add(key)
                 wl = workloads.get(key)
                 if wl is not None:
-                    wl.status = d.get("status") or {}
+                    # After a Deleted decision, a Workload of that name is a new one, with no status yet.
+                    wl.status = {} if d.get("action") == "Deleted" else d.get("status") or {}
     return out
 
 

@@ -9,7 +9,7 @@ agrees with the engines rebuilt from it.
    ``ClusterQueue.Snapshot`` sorts with the queue heap's ``baseCompareFunc``,
    the order ``Manager.Heads`` pops in.
 2. Random histories over a cohort of two ClusterQueues (arrivals, preemption,
-   finishes, deletions, Workloads without a creation time, a LocalQueue that
+   finishes, deletions and re-creations, Workloads without a creation time, a LocalQueue that
    comes late, deactivation): for every queue, the summary folded from the
    queue-relevant records (:mod:`kueuestream.agents.audit.queue_fold`) equals
    the one from the engines a full replay rebuilds, and the live summary of
@@ -136,6 +136,7 @@ OTHER_STEPS = {
     "delete": st.tuples(st.just("delete"), st.integers(0, 30)),
     "deactivate": st.tuples(st.just("deactivate"), st.integers(0, 30)),
     "late-queue": st.tuples(st.just("late-queue")),
+    "recreate": st.tuples(st.just("recreate"), st.integers(0, 30)),
 }
 # Arrivals six times as often as anything else, so that queues fill up.
 step = st.sampled_from(["arrive"] * 6 + sorted(OTHER_STEPS)).flatmap(
@@ -174,6 +175,7 @@ def test_the_folded_log_agrees_with_the_rebuilt_engines(
             pipeline.submit(events)
             pipeline.pump()
             live: list[dict[str, Any]] = []
+            gone: list[dict[str, Any]] = []
             for i, s in enumerate(steps):
                 ts += 1000
                 batch: list[WatchEvent] = []
@@ -187,11 +189,17 @@ def test_the_folded_log_agrees_with_the_rebuilt_engines(
                     batch.append(_event(wl, WatchEventType.ADDED, ts))
                 elif s[0] == "late-queue":
                     batch.append(_event(late_queue, WatchEventType.ADDED, ts))
+                elif s[0] == "recreate":
+                    if gone:
+                        wl = gone.pop(s[1] % len(gone))
+                        live.append(wl)
+                        batch.append(_event(wl, WatchEventType.ADDED, ts))
                 elif live:
                     wl = live.pop(s[1] % len(live))
                     if s[0] == "finish":
                         batch.append(_event(finished_workload(wl), WatchEventType.MODIFIED, ts))
                     elif s[0] == "delete":
+                        gone.append(wl)
                         batch.append(_event(wl, WatchEventType.DELETED, ts))
                     else:
                         off = {**wl, "spec": {**wl["spec"], "active": False}}
