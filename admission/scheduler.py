@@ -190,6 +190,8 @@ class Scheduler:
                 cq.view.can_preempt,
                 snapshot.nodes,
                 snapshot.admitted,
+                cq.obj.spec.preemption,
+                rec.priority,
             )
         return Entry(rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message, reason=reason)
 

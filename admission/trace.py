@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from kueuestream.admission.api.kueue import ResourceFlavor
+from kueuestream.admission.api.kueue import Preemption, ResourceFlavor
 from kueuestream.admission.assignment import (
     PODS,
     Assignment,
@@ -265,6 +265,8 @@ def not_admitted(
     can_preempt: bool,
     nodes: Mapping[str, QuotaNode],
     admitted: Mapping[str, list[Candidate]],
+    preemption: Preemption,
+    priority: int,
 ) -> Trace:
     """A head the cycle could not nominate: each pod set's flavors and why they failed,
     and which running Workloads' finishing would let it in."""
@@ -299,10 +301,23 @@ def not_admitted(
         if found:
             trace["finishing"] = found
     if assignment.mode == Mode.PREEMPT:
+        # What preemption had to go on: the policies, the head's priority and the
+        # ClusterQueue's own running Workloads on the pairs it needs (the first ten).
+        own = admitted.get(view.name, [])
+        running = sorted(
+            (c for c in own if not c.evicting and any(fr in c.usage for fr in needs)),
+            key=lambda c: (c.priority, c.key),
+        )
         trace["preemption"] = {
             "possible": can_preempt,
-            "candidates": [],
-            "why": "no admitted Workloads the ClusterQueue's preemption policies allow to evict free enough",
+            "policies": {
+                "withinClusterQueue": preemption.within_cluster_queue,
+                "reclaimWithinCohort": preemption.reclaim_within_cohort,
+                "borrowWithinCohort": preemption.borrow_within_cohort.policy,
+            },
+            "priority": priority,
+            "running": [{"workload": f"{c.key[0]}/{c.key[1]}", "priority": c.priority} for c in running[:10]],
+            "why": "no set of Workloads these policies allow to evict frees enough",
         }
     if assignment.borrowing:
         trace["borrowing"] = assignment.borrowing

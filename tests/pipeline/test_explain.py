@@ -84,6 +84,14 @@ def test_waiting_for_quota_names_the_resource_short_and_the_clusterqueue(sc: Sce
     assert entry["reason"] == "WaitingForQuota"
     assert entry["message"].endswith("insufficient unused quota for cpu in flavor default, 2 more needed")
     assert short(entry) == [("default", "cpu", "3", "1", "2", "ClusterQueue", "q")]
+    preemption = entry["trace"]["preemption"]
+    assert preemption["possible"] is False
+    assert preemption["policies"] == {
+        "withinClusterQueue": "Never",
+        "reclaimWithinCohort": "Never",
+        "borrowWithinCohort": "Never",
+    }
+    assert preemption["running"] == [{"workload": "default/first", "priority": 0}]
     assert answer["wouldAdmit"]["quotaIncrease"] == [
         {
             "clusterQueue": "q",
