@@ -295,19 +295,19 @@ class Scheduler:
         issued = lifecycle.issue_preemptions(rec, entry.targets, self.cycles)
         rec.sticky = True
         entry.reason = self._reason(WAITING_FOR_PREEMPTED_WORKLOADS)
-        rec.trace = trace.preempting(self.cycles, cq.name, entry.reason, entry.targets)
-        lifecycle.set_pending(
-            rec,
-            entry.reason,
-            f"{entry.message}. Pending the preemption of {len(entry.targets)} workload(s)",
-        )
+        message = f"{entry.message}. Pending the preemption of {len(entry.targets)} workload(s)"
+        if _changes(rec, entry.reason, message):
+            # The trace belongs to the cycle that changed the status, not to a later one that repeats it.
+            rec.trace = trace.preempting(self.cycles, cq.name, entry.reason, entry.targets)
+        lifecycle.set_pending(rec, entry.reason, message)
         entry.requeue_reason = RequeueReason.PENDING_PREEMPTION
         return issued > 0
 
     def _skip(self, entry: Entry, message: str) -> bool:
         """The head was nominated but cannot go ahead this cycle; it goes back to the head."""
         entry.reason, entry.message = self._reason(WAITING_FOR_QUOTA), message
-        entry.rec.trace = trace.skipped(self.cycles, entry.reason, message, entry.cq.name)
+        if _changes(entry.rec, entry.reason, message):
+            entry.rec.trace = trace.skipped(self.cycles, entry.reason, message, entry.cq.name)
         self.lifecycle.set_pending(entry.rec, entry.reason, message)
         entry.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
         return False

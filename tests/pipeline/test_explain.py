@@ -246,6 +246,9 @@ def test_preemption_within_the_clusterqueue_names_preemptor_and_victims(sc: Scen
         "InClusterQueue",
         "Preempted",
     )
+    # One cycle preempted: the preemptor's wait and the victim's eviction start in it.
+    assert preempted["cycles"]["from"] == preempting["cycles"]["from"]
+    assert preempting["cycles"]["to"] < high["timeline"][-1]["cycles"]["from"]
     assert events(low)[-1] == "Waiting"
     assert low["wouldAdmit"]["finishing"] == ["default/high"]
 
