@@ -30,14 +30,14 @@ from typing import Any
 
 from kueuestream.admission.events import Action, EventType
 from kueuestream.admission.timefmt import rfc3339
-from kueuestream.agents.audit.replay import open_log, read_partition
+from kueuestream.agents.audit.replay import open_log
 from kueuestream.agents.log_entries import decode_entry
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_settings import KafkaSettings
-from kueuestream.streams.log import Log
+from kueuestream.streams.log import Log, Record
 from kueuestream.streams.schemas import DecisionRecord
 from kueuestream.streams.topics import decision_key, partition_for_shard
 
@@ -136,6 +136,15 @@ async def _read(
     return found
 
 
+async def _records(
+    log: Log, topic: str, partition: int, low: int = 0, high: int | None = None
+) -> list[Record]:
+    """Records ``[low, high)`` of a partition; an embedded log's read at once, with nothing to yield to."""
+    if isinstance(log, FileLog):
+        return list(log.read_sync(topic, partition, low, until=high))
+    return [r async for r in log.read(topic, partition, low, until=high)]
+
+
 async def _read_input_before(log: Log, topic: str, first: DecisionRecord, found: _Found) -> None:
     """The Workload's last input at or before the cause of its first decision.
 
@@ -148,7 +157,7 @@ async def _read_input_before(log: Log, topic: str, first: DecisionRecord, found:
     high, width = first.cause.offset + 1, 64
     while high > 0:
         low = max(0, high - width)
-        window = [r async for r in log.read(topic, partition, low, until=high)]
+        window = await _records(log, topic, partition, low, high)
         for record in reversed(window):
             if needle not in record.value:
                 continue
@@ -167,7 +176,7 @@ async def _read_input_before(log: Log, topic: str, first: DecisionRecord, found:
 async def _read_inputs(log: Log, topic: str, namespace: str, name: str, found: _Found) -> None:
     needle = f'"name":"{name}"'.encode()
     for p in range(await log.partitions(topic)):
-        for record in await read_partition(log, topic, p):
+        for record in await _records(log, topic, p):
             if needle not in record.value:
                 continue
             try:
@@ -185,7 +194,7 @@ async def _read_inputs(log: Log, topic: str, namespace: str, name: str, found: _
 async def _read_decisions(log: Log, topic: str, namespace: str, name: str, found: _Found) -> None:
     key = decision_key(namespace, name)
     for p in range(await log.partitions(topic)):
-        records = await read_partition(log, topic, p)
+        records = await _records(log, topic, p)
         shards: set[str] = set()
         for record in records:
             if record.key and not record.key.startswith(b"/"):
