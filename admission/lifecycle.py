@@ -302,14 +302,14 @@ class Lifecycle:
         missing or stopped, a deactivation) becomes PendingEvaluation; a workload
         without the condition gets it only with UnadmittedWorkloadsExplicitStatus.
         """
-        if not self._granular() or rec.conditions.is_true(EVICTED):
-            # Requeued after an eviction: the eviction's message stays until the scheduler's.
-            return
         cond = rec.conditions.get(QUOTA_RESERVED)
         if cond is None:
             if not self.cache.config.gate(EXPLICIT_STATUS_GATE):
                 return
         elif cond.status != "False" or cond.reason in SCHEDULER_SET:
+            return
+        if not self._granular() or rec.conditions.is_true(EVICTED):
+            # Requeued after an eviction: the eviction's message stays until the scheduler's.
             return
         self.set_pending(rec, self._evaluation_reason(rec), MSG_PENDING_EVALUATION)
 
