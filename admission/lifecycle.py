@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kueuestream.admission import admission_checks as ac
+from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.api.kueue import Workload
 from kueuestream.admission.assignment import Assignment, PodSetAssignment
 from kueuestream.admission.cache import Cache
@@ -83,6 +84,9 @@ class Lifecycle:
         self.queues = queues
         self.outbox = outbox
         self.now_ms = 0
+        # The observability gates of the Configuration they were read from, read once per Configuration.
+        self._gates_of: Configuration | None = None
+        self._granular_gate = self._explicit_gate = False
 
     # ------------------------------------------------------------ arrivals
 
@@ -285,8 +289,16 @@ class Lifecycle:
                     self._sync_checks(rec, cq, assigned)
                     self._check_outcome(rec)
 
+    def _read_gates(self) -> None:
+        config = self.cache.config
+        if config is not self._gates_of:
+            self._gates_of = config
+            self._granular_gate = config.gate(GATE)
+            self._explicit_gate = config.gate(EXPLICIT_STATUS_GATE)
+
     def _granular(self) -> bool:
-        return self.cache.config.gate(GATE)
+        self._read_gates()
+        return self._granular_gate
 
     def _inadmissible(self, rec: WorkloadRecord, granular_reason: str, message: str) -> None:
         """It cannot be queued: the granular reason with the gate on, ``Inadmissible`` with it off
@@ -304,7 +316,8 @@ class Lifecycle:
         """
         cond = rec.conditions.get(QUOTA_RESERVED)
         if cond is None:
-            if not self.cache.config.gate(EXPLICIT_STATUS_GATE):
+            self._read_gates()
+            if not self._explicit_gate:
                 return
         elif cond.status != "False" or cond.reason in SCHEDULER_SET:
             return
@@ -358,7 +371,9 @@ class Lifecycle:
             assigned = frozenset(f for psa in rec.assignment for f in psa.flavors.values())
             self._sync_checks(rec, cq, assigned)
         self._sync_admitted(rec)
-        self._check_outcome(rec)
+        if rec.checks:
+            # Without checks it is admitted now, and nothing is left for them to decide.
+            self._check_outcome(rec)
 
     # ------------------------------------------------------- admission checks
 

@@ -68,27 +68,21 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
         rec.pod_sets, rec.requests_problem = None, devices.problem
         return
     out: list[PodSetRequest] = []
+    # What makes workloads interchangeable, per pod set.
+    alike: list[tuple[object, ...]] = []
     for ps in pod_sets:
-        per_pod = pod_requests(ps.template.spec)
+        spec = ps.template.spec
+        per_pod = pod_requests(spec)
         if excluded:
             per_pod = without_prefixes(per_pod, excluded)
         if devices.per_pod:
             for resource, amount in devices.per_pod.get(ps.name, {}).items():
                 per_pod[resource] = per_pod.get(resource, 0) + amount
-        out.append(
-            PodSetRequest(
-                ps.name, ps.count, scale(per_pod, ps.count), ps.template.spec, ps.min_count, per_pod
-            )
-        )
+        requests = scale(per_pod, ps.count)
+        out.append(PodSetRequest(ps.name, ps.count, requests, spec, ps.min_count, per_pod))
+        alike.append((ps.name, ps.count, ps.min_count, tuple(sorted(requests.items())), _constraints(spec)))
     rec.pod_sets = out
-    rec.equivalence = (
-        rec.key[0],
-        rec.priority,
-        tuple(
-            (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())), _constraints(ps.spec))
-            for ps in out
-        ),
-    )
+    rec.equivalence = (rec.key[0], rec.priority, tuple(alike))
 
 
 def _constraints(spec: PodSpec) -> str:
