@@ -487,10 +487,10 @@ class Lifecycle:
     def drain_stopped_queues(self) -> None:
         """Evict, by key, the admitted workloads of queues stopped with ``HoldAndDrain``."""
         cache = self.cache
-        for key in sorted(cache.workloads):
-            rec = cache.workloads[key]
-            if rec.phase != Phase.ADMITTED or rec.evicting:
-                continue
+        workloads = cache.workloads
+        running = sorted(k for k, r in workloads.items() if r.phase == Phase.ADMITTED and not r.evicting)
+        for key in running:
+            rec = workloads[key]
             cq_obj = cache.cq_objs.get(rec.cluster_queue)
             lq = cache.local_queues.get((key[0], rec.obj.spec.queue_name))
             if cq_obj is not None and cq_obj.spec.stop_policy == "HoldAndDrain":
