@@ -120,6 +120,10 @@ class EmbeddedPipeline:
         self.cursors = [0] * self.partitions
         self.stats = PumpStats()
         self._scan_existing()
+        # Where each admission partition ends, as far as this pipeline (the log's only
+        # writer) knows: a partition whose cursor is there has nothing to read.
+        ends = log.end_offsets_sync(n.admission)
+        self._admission_ends = [ends.get(p, 0) for p in range(self.partitions)]
 
     # --- what the log already holds ------------------------------------------------
 
@@ -236,6 +240,8 @@ class EmbeddedPipeline:
         while True:
             round_progress = False
             for p in range(self.partitions):
+                if self.cursors[p] >= self._admission_ends[p]:
+                    continue
                 outs: list[Out] = []
                 for record in self.log.read_sync(self.admission_topic, p, self.cursors[p]):
                     entry = unread.pop((p, record.offset), None)
@@ -280,6 +286,8 @@ class EmbeddedPipeline:
             positions = self.log.append_many_sync(
                 self.admission_topic, [(o.key, o.value) for o in items], partition=p
             )
+            if positions:
+                self._admission_ends[p] = max(self._admission_ends[p], positions[-1].offset + 1)
             for out, position in zip(items, positions, strict=True):
                 if out.entry is not None:
                     self._unread_entries[(p, position.offset)] = codec.reread(out.entry, out.value)
