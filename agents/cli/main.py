@@ -11,7 +11,9 @@ from kueuestream.agents.cli import (
     apply,
     crds,
     drs,
+    explain,
     get,
+    pending,
     publish,
     replay,
     run,
@@ -22,7 +24,23 @@ from kueuestream.agents.cli import (
     worker,
 )
 
-COMMANDS = (admit, get, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch, apply)
+COMMANDS = (
+    admit,
+    get,
+    validate,
+    drs,
+    run,
+    worker,
+    publish,
+    replay,
+    explain,
+    pending,
+    transfer,
+    simulate,
+    crds,
+    watch,
+    apply,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
