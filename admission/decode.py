@@ -6,8 +6,10 @@ becomes a :class:`FieldError` naming the field and what would be accepted.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -252,6 +254,7 @@ def is_relevant(manifest: Any) -> bool:
 # another's (NaN as null, a datetime or a subclass as its plain form) make
 # orjson refuse or put "null" in the text, and are not kept.
 _RECENT_MAX = 64
+_recent_max = _RECENT_MAX
 _KEY_OPTIONS = (
     orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
 )
@@ -270,10 +273,29 @@ def decode(manifest: Any) -> Decoded:
     if known is None:
         known = _decode(manifest)
         _recent[key] = known
-        if len(_recent) > _RECENT_MAX:
+        if len(_recent) > _recent_max:
             _recent.popitem(last=False)
     # The object is frozen and shared; the lists a caller may change are its own.
     return replace(known, errors=list(known.errors), warnings=list(known.warnings))
+
+
+@contextmanager
+def remembering_every_outcome() -> Iterator[None]:
+    """Within the block :func:`decode` keeps every outcome, not only the last few.
+
+    For a command that decodes the same manifests in passes far apart (``admit``
+    checks them all, then its pipeline takes them in one by one). Afterwards
+    only the last few are kept again.
+    """
+    global _recent_max
+    previous = _recent_max
+    _recent_max = sys.maxsize
+    try:
+        yield
+    finally:
+        _recent_max = previous
+        while len(_recent) > _recent_max:
+            _recent.popitem(last=False)
 
 
 def _decode(manifest: Any) -> Decoded:

@@ -556,15 +556,23 @@ def _fast_documents(text: str) -> Iterator[YamlDocument]:
         loader.dispose()
 
 
-def load_documents(text: str) -> Iterator[YamlDocument]:
+def uses_libyaml_composer(text: str) -> bool:
+    """Whether :func:`load_documents` composes ``text`` with libyaml (else with the guarded composer)."""
+    return HAVE_LIBYAML and _c_composer_is_safe(text)
+
+
+def load_documents(text: str, *, libyaml_composer: bool | None = None) -> Iterator[YamlDocument]:
     """Every document of ``text``, in order.
 
     A document that breaks a rule comes with its problem, and the next one is
     read. A syntax error ends the text (nothing after it can be read): it comes
     last, as a document with a ``syntax`` problem. So does nesting deeper than
     :data:`MAX_DEPTH` in a text that needs the guarded composer.
+
+    ``libyaml_composer`` imposes the choice :func:`uses_libyaml_composer` makes
+    otherwise, for a part of a text read as the whole text would be.
     """
-    safe = HAVE_LIBYAML and _c_composer_is_safe(text)
+    safe = uses_libyaml_composer(text) if libyaml_composer is None else HAVE_LIBYAML and libyaml_composer
     documents = _fast_documents(text) if safe else _guarded_documents(text)
     try:
         yield from documents

@@ -12,6 +12,7 @@ from typing import Any
 
 from kueuestream.admission.api.config import Configuration
 from kueuestream.agents.admission_shards import Emitted, ObjKey, PartitionState
+from kueuestream.agents.log_entries import AdmissionEntry
 from kueuestream.agents.outputs import Out, Role, admission_outs, error_out
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import ErrorSource
@@ -49,11 +50,14 @@ class AdmissionHandler:
     def drop(self, partition: int) -> None:
         self.states.pop(partition, None)
 
-    def feed(self, partition: int, offset: int, raw: bytes) -> Emitted:
-        return self.state(partition).feed(offset, raw)
+    def feed(self, partition: int, offset: int, raw: bytes, entry: AdmissionEntry | None = None) -> Emitted:
+        """Apply the record ``raw``; ``entry`` is what it decodes to, when the caller already has that."""
+        return self.state(partition).feed(offset, raw, entry)
 
-    def handle(self, partition: int, offset: int, raw: bytes) -> list[Out]:
-        return self.outs(partition, self.feed(partition, offset, raw), raw)
+    def handle(
+        self, partition: int, offset: int, raw: bytes, entry: AdmissionEntry | None = None
+    ) -> list[Out]:
+        return self.outs(partition, self.feed(partition, offset, raw, entry), raw)
 
     def outs(self, partition: int, emitted: Emitted, raw: bytes = b"") -> list[Out]:
         outs = [

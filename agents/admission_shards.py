@@ -103,14 +103,16 @@ class PartitionState:
 
     # --- input ---------------------------------------------------------------------
 
-    def feed(self, offset: int, raw: bytes) -> Emitted:
+    def feed(self, offset: int, raw: bytes, entry: AdmissionEntry | None = None) -> Emitted:
+        """Apply the record ``raw`` at ``offset``; ``entry``, when given, is what ``raw`` decodes to."""
         out = Emitted()
         self.next_offset = offset + 1
-        try:
-            entry = decode_entry(raw)
-        except DecodeError as exc:
-            out.unreadable.append((offset, str(exc)))
-            return out
+        if entry is None:
+            try:
+                entry = decode_entry(raw)
+            except DecodeError as exc:
+                out.unreadable.append((offset, str(exc)))
+                return out
         seen = self.seen.setdefault(entry.origin.stream, set())
         key = entry.origin.offset << 20 | entry.origin.index
         if key in seen:

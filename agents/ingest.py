@@ -80,12 +80,14 @@ class IngestHandler:
         self.watch_topic = watch_topic
         self.cluster = cluster
 
-    def handle(self, offset: int, raw: bytes) -> list[Out]:
+    def handle(self, offset: int, raw: bytes, event: WatchEvent | None = None) -> list[Out]:
+        """Take in the watch event ``raw``; ``event``, when given, is what ``raw`` decodes to."""
         source = ErrorSource(topic=self.watch_topic, partition=0, offset=offset)
-        try:
-            event = codec.decode(raw, WatchEvent)
-        except codec.DecodeError as exc:
-            return [error_out(raw, f"malformed watch event: {exc}", source)]
+        if event is None:
+            try:
+                event = codec.decode(raw, WatchEvent)
+            except codec.DecodeError as exc:
+                return [error_out(raw, f"malformed watch event: {exc}", source)]
         if event.kind == WATCH_BATCH and control_kind(event.object) == WATCH_BATCH:
             return self._batch_edge(event, offset)
         if event.kind == WATCH_PROGRESS and control_kind(event.object) == WATCH_PROGRESS:

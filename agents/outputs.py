@@ -45,6 +45,8 @@ class Out:
     key: bytes
     value: bytes
     origin: Origin | None = None  # set on admission records
+    # The admission record ``value`` encodes, for a runtime that reads it back in the same process.
+    entry: AdmissionEntry | None = None
 
 
 def error_out(raw: bytes, error: str, source: ErrorSource) -> Out:
@@ -57,7 +59,7 @@ def admission_outs(entry: AdmissionEntry, partitions: int) -> list[Out]:
     targets = (
         range(partitions) if entry.shard == BROADCAST else (partition_for_shard(entry.shard, partitions),)
     )
-    return [Out(Role.ADMISSION, p, entry.shard.encode(), value, entry.origin) for p in targets]
+    return [Out(Role.ADMISSION, p, entry.shard.encode(), value, entry.origin, entry) for p in targets]
 
 
 def empty_tables() -> dict[str, Table]:

@@ -32,10 +32,18 @@ def _handed_over(docs: list[LoadedDoc]) -> Iterator[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kueuestream.admission.decode import remembering_every_outcome
+
+    # Each manifest is decoded once, by the checks, and found again by the pipeline.
+    with remembering_every_outcome():
+        return _admit(args)
+
+
+def _admit(args: argparse.Namespace) -> int:
     from kueuestream.agents.embedded.runtime import admit
     from kueuestream.agents.sources.watch_events import ObjId, identify
 
-    docs = load_checked(args.paths)
+    docs = load_checked(args.paths, as_logged=True)
     if docs is None:
         return EXIT_INVALID
     where: dict[ObjId, str] = {}

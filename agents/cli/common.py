@@ -11,6 +11,7 @@ import orjson
 from kueuestream.agents.cli.yaml_output import write_yaml
 from kueuestream.agents.sources.checks import DocumentChecker, check_documents
 from kueuestream.agents.sources.manifests import LoadedDoc, load_file, load_paths, manifest_files
+from kueuestream.streams.codec import contains_float
 
 EXIT_INVALID = 2
 
@@ -40,13 +41,40 @@ def count_valid(paths: Sequence[str]) -> int | None:
     return None if problems else checker.count
 
 
-def load_checked(paths: Sequence[str]) -> list[LoadedDoc] | None:
-    """The documents under PATHS, or None after printing every problem (one per line) on stderr."""
+def _as_logged(doc: LoadedDoc) -> LoadedDoc:
+    """``doc`` with its manifest as the pipeline's log gives it back: keys sorted at every level.
+
+    A manifest with a float keeps its own (the log holds the float as text, so
+    the two would decode differently anyway), and so does one orjson cannot write.
+    """
+    manifest = doc.manifest
+    if contains_float(manifest):
+        return doc
+    try:
+        logged = orjson.loads(orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS))
+    except orjson.JSONEncodeError:
+        return doc
+    return LoadedDoc(doc.path, doc.index, logged)
+
+
+def load_checked(paths: Sequence[str], *, as_logged: bool = False) -> list[LoadedDoc] | None:
+    """The documents under PATHS, or None after printing every problem (one per line) on stderr.
+
+    With ``as_logged`` the manifests come back as the pipeline's log holds them
+    (see :func:`_as_logged`), and are checked so: inside
+    :func:`~kueuestream.admission.decode.remembering_every_outcome`, the
+    pipeline then finds every manifest already decoded. The problems and
+    warnings printed are still those of the manifests as written.
+    """
     loaded = load_paths(paths)
-    report = check_documents(loaded.docs)
+    docs = [_as_logged(doc) for doc in loaded.docs] if as_logged else loaded.docs
+    report = check_documents(docs)
+    if as_logged and (report.problems or report.warnings):
+        # Told about in the order the user wrote things in.
+        report = check_documents(loaded.docs)
     problems = loaded.errors + report.problems
     _print(report.warnings, problems)
-    return None if problems else loaded.docs
+    return None if problems else docs
 
 
 def load_valid(paths: Sequence[str]) -> list[Any] | None:

@@ -10,11 +10,12 @@ quoting is certain (plain, or single-quoted when plain would read back as
 another type or is not allowed). Anything else, such as a string with a line
 break or a non-ASCII character, sends the item it is in (an element of a
 top-level list, or the whole document) to PyYAML, with libyaml's emitter
-when present.
+when present. A long top-level list is written in parts on every core.
 """
 
 from __future__ import annotations
 
+import io
 import re
 from typing import Any, TextIO
 
@@ -22,6 +23,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kueuestream.admission.strict_yaml import cached_resolve
+from kueuestream.agents.forked import cores, map_parts
 
 
 class _Dumper(yaml.SafeDumper):
@@ -49,6 +51,9 @@ _SINGLE = re.compile(r"[\x20-\x7e]+")
 # What keeps a one-line printable string from being plain in block context
 # (a leading "---" or "..." would read as a document marker).
 _NOT_PLAIN = re.compile(r"^[,\[\]{}#&*!|>'\"%@`]|^[-?:](?: |$)|^---|^\.\.\.|: |:$| #|^ | $")
+# A top-level list this long (a big listing's items) is written in parts, one
+# per core, each by its own process (kueuestream.agents.forked).
+PARALLEL_MIN_ITEMS = 2000
 # Longer keys are written as "? key" by PyYAML; longer strings may be folded.
 _MAX_KEY = 100
 _MAX_STRING = 100_000
@@ -195,13 +200,30 @@ def write_yaml(data: Any, stream: TextIO) -> None:
         except _Unsure:
             _pyyaml(part, stream)
             continue
-        for item in value:
-            try:
-                out: list[str] = []
-                _sequence([item], 0, out)
-                stream.write("".join(out))
-            except _Unsure:
-                _pyyaml([item], stream)
+        if len(value) >= PARALLEL_MIN_ITEMS and cores() > 1:
+            count = cores()
+            size = -(-len(value) // count)
+            parts = [value[i : i + size] for i in range(0, len(value), size)]
+            for text in map_parts(_items_text, parts):
+                stream.write(text)
+        else:
+            _write_items(value, stream)
+
+
+def _write_items(items: list[Any], stream: TextIO) -> None:
+    for item in items:
+        try:
+            out: list[str] = []
+            _sequence([item], 0, out)
+            stream.write("".join(out))
+        except _Unsure:
+            _pyyaml([item], stream)
+
+
+def _items_text(items: list[Any]) -> str:
+    stream = io.StringIO()
+    _write_items(items, stream)
+    return stream.getvalue()
 
 
 _RESOLVER = yaml.resolver.Resolver()

@@ -45,6 +45,7 @@ from kueuestream.agents.ingest import IngestHandler
 from kueuestream.agents.log_entries import (
     CLOCK_TICK,
     WATCH_STREAM,
+    AdmissionEntry,
     admission_stream,
     batch_marker,
     decode_entry,
@@ -97,6 +98,14 @@ class EmbeddedPipeline:
         # Decisions of admission partition p go to decisions partition p (see kueuestream.agents.outputs).
         log.ensure_topic_sync(n.decisions, self.partitions)
         log.ensure_topic_sync(n.errors)
+        # The names, validated once rather than on every record.
+        self.watch_topic, self.admission_topic = n.watch, n.admission
+        self.decisions_topic, self.errors_topic = n.decisions, n.errors
+        # Records this pipeline appended and has not read back yet, as they decode
+        # (codec.reread), by offset in the watch log and by (partition, offset) in
+        # kueue.admission: reading them back needs no second validation.
+        self._unread_events: dict[int, WatchEvent] = {}
+        self._unread_entries: dict[tuple[int, int], AdmissionEntry] = {}
         # With a cluster behind the watch its job integration creates the Workloads
         # and stops the jobs; the pipeline must do neither.
         self.ingest = IngestHandler(
@@ -111,6 +120,10 @@ class EmbeddedPipeline:
         self.cursors = [0] * self.partitions
         self.stats = PumpStats()
         self._scan_existing()
+        # Where each admission partition ends, as far as this pipeline (the log's only
+        # writer) knows: a partition whose cursor is there has nothing to read.
+        ends = log.end_offsets_sync(n.admission)
+        self._admission_ends = [ends.get(p, 0) for p in range(self.partitions)]
 
     # --- what the log already holds ------------------------------------------------
 
@@ -187,7 +200,12 @@ class EmbeddedPipeline:
     # --- input ---------------------------------------------------------------------
 
     def submit(self, events: Sequence[WatchEvent]) -> None:
-        self.submit_raw([codec.encode(e) for e in events])
+        if not events:
+            return
+        values = [codec.encode(e) for e in events]
+        positions = self.log.append_many_sync(self.watch_topic, [(b"", v) for v in values], partition=0)
+        for event, value, position in zip(events, values, positions, strict=True):
+            self._unread_events[position.offset] = codec.reread(event, value)
 
     def submit_raw(self, values: Sequence[bytes]) -> None:
         """Watch events as bytes, as a producer would send them (malformed ones included)."""
@@ -207,24 +225,27 @@ class EmbeddedPipeline:
         agents' own records land depends on the watch log alone, not on how
         events were submitted, and a restart rebuilds the very same log.
         """
-        n = self.names
         self._drain_admission()
-        for record in self.log.read_sync(n.watch, 0, self.watch_cursor):
-            self._write(self.ingest.handle(record.offset, record.value))
+        unread = self._unread_events
+        for record in self.log.read_sync(self.watch_topic, 0, self.watch_cursor):
+            self._write(self.ingest.handle(record.offset, record.value, unread.pop(record.offset, None)))
             self.watch_cursor = record.offset + 1
             self.stats.watch_events += 1
             self._drain_admission()
         return self.stats
 
     def _drain_admission(self) -> bool:
-        n = self.names
         progressed = False
+        unread = self._unread_entries
         while True:
             round_progress = False
             for p in range(self.partitions):
+                if self.cursors[p] >= self._admission_ends[p]:
+                    continue
                 outs: list[Out] = []
-                for record in self.log.read_sync(n.admission, p, self.cursors[p]):
-                    outs += self.admission.handle(p, record.offset, record.value)
+                for record in self.log.read_sync(self.admission_topic, p, self.cursors[p]):
+                    entry = unread.pop((p, record.offset), None)
+                    outs += self.admission.handle(p, record.offset, record.value, entry)
                     self.cursors[p] = record.offset + 1
                     self.stats.admission_records += 1
                     round_progress = True
@@ -236,7 +257,8 @@ class EmbeddedPipeline:
     # --- output --------------------------------------------------------------------
 
     def _write(self, outs: list[Out]) -> None:
-        n = self.names
+        if not outs:
+            return
         admission: list[Out] = []
         decisions: dict[int, list[Out]] = {}
         errors: list[Out] = []
@@ -260,15 +282,29 @@ class EmbeddedPipeline:
             elif out.role == Role.ERRORS:
                 self._keep_error(out, errors)
         for p in sorted({o.partition for o in admission}):
-            self.log.append_many_sync(
-                n.admission, [(o.key, o.value) for o in admission if o.partition == p], partition=p
+            items = [o for o in admission if o.partition == p]
+            positions = self.log.append_many_sync(
+                self.admission_topic, [(o.key, o.value) for o in items], partition=p
             )
+            if positions:
+                self._admission_ends[p] = max(self._admission_ends[p], positions[-1].offset + 1)
+            for out, position in zip(items, positions, strict=True):
+                if out.entry is not None:
+                    self._unread_entries[(p, position.offset)] = codec.reread(out.entry, out.value)
         for p, items in sorted(decisions.items()):
             skip = min(self._skip_decisions.get(p, 0), len(items))
             self._skip_decisions[p] = self._skip_decisions.get(p, 0) - skip
             fresh = items[skip:]
             if fresh:
-                self.log.append_many_sync(n.decisions, [(o.key, o.value) for o in fresh], partition=p)
+                self.log.append_many_sync(
+                    self.decisions_topic, [(o.key, o.value) for o in fresh], partition=p
+                )
+            if self.status is None and self.on_decision is None:
+                # Nobody reads the decisions here (``admit``): count them without decoding them.
+                made = self._decisions_made.get(p, 0)
+                self._decisions_made[p] = made + len(items)
+                self.stats.decisions += len(items) - skip
+                continue
             for i, out in enumerate(items):
                 decision = read_decision(out.value)
                 offset = self._decisions_made.get(p, 0)
@@ -277,14 +313,14 @@ class EmbeddedPipeline:
                     outcome, detail = self.status.apply(decision)
                     # A rejection is in the decision itself; any other failure is news.
                     if outcome is ApplyOutcome.ERROR and decision.action is not Action.REJECTED:
-                        source = ErrorSource(topic=n.decisions, partition=p, offset=offset)
+                        source = ErrorSource(topic=self.decisions_topic, partition=p, offset=offset)
                         self._keep_error(error_out(out.value, detail, source), errors)
                 if i >= skip:
                     self.stats.decisions += 1
                     if self.on_decision is not None:
                         self.on_decision(decision)
         if errors:
-            self.log.append_many_sync(n.errors, [(o.key, o.value) for o in errors], partition=0)
+            self.log.append_many_sync(self.errors_topic, [(o.key, o.value) for o in errors], partition=0)
             for out in errors:
                 self.stats.errors += 1
                 if self.on_error is not None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.embedded.memory_log import MemoryLog
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.status_files import StatusDirectory
@@ -205,8 +206,12 @@ class Admitted:
 
     workloads: list[dict[str, Any]]
     errors: list[tuple[ObjId | None, ErrorRecord]]
-    # Every ClusterQueue with its status counts and usage, by name.
-    cluster_queues: list[dict[str, Any]]
+    admission: AdmissionHandler = field(repr=False)
+
+    @property
+    def cluster_queues(self) -> list[dict[str, Any]]:
+        """Every ClusterQueue with its status counts and usage, by name (built when asked for)."""
+        return self.admission.cluster_queue_objects()
 
 
 def admit(manifests: Iterable[Any], *, time_ms: int | None = None) -> Admitted:
@@ -237,7 +242,7 @@ def admit(manifests: Iterable[Any], *, time_ms: int | None = None) -> Admitted:
             about = keys[offset]
         errors.append((about, error))
     admission = pipeline.admission
-    return Admitted(admission.workload_objects(), errors, admission.cluster_queue_objects())
+    return Admitted(admission.workload_objects(), errors, admission)
 
 
 def admit_documents(manifests: Iterable[Any], *, time_ms: int | None = None) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kueuestream.admission.strict_yaml import load_documents
+from kueuestream.agents.sources.parallel_yaml import load_documents_parallel
 from kueuestream.agents.sources.strict_json import JsonProblem, load_json
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -58,7 +58,7 @@ def _documents(path: Path, text: str) -> Iterator[_Document]:
         except JsonProblem as err:
             yield _Document(None, f"not valid JSON: {err}" if err.syntax else str(err))
         return
-    for document in load_documents(text):
+    for document in load_documents_parallel(text):
         problem = document.problem
         if problem is None:
             yield _Document(document.value)

@@ -118,3 +118,20 @@ def test_admission_checks_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert conditions("render")["Evicted"] == ("True", "DeactivatedDueToAdmissionCheck")
     assert items["render"]["spec"]["active"] is False
     assert "admission" not in items["render"]["status"]
+
+
+def test_problems_are_listed_in_the_order_they_are_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``admit`` checks the manifests with keys sorted, as its log holds them, but reports as written."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: w, namespace: ns}\n"
+        "spec:\n  queueName: lq\n  podSets:\n  - name: main\n    count: 1\n    template:\n"
+        "      spec:\n        containers:\n        - name: c\n"
+        "          resources: {requests: {memory: lots, cpu: many}}\n"
+    )
+    code, out, err = _admit(capsys, str(bad))
+    assert (code, out) == (2, "")
+    field = "spec.podSets[0].template.spec.containers[0].resources.requests"
+    assert [line.split(": ")[2] for line in err.splitlines()] == [f"{field}[memory]", f"{field}[cpu]"]

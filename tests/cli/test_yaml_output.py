@@ -191,3 +191,17 @@ def test_strings_that_open_like_a_document_marker_are_quoted() -> None:
     data = {"...": "...", "a": ["---", "...x", "x..."]}
     assert written(data) == pyyaml(data)
     assert yaml.safe_load(written(data)) == data
+
+
+def test_a_long_list_written_in_parts_on_several_cores_is_pyyamls_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Items cut into three parts, each written by its own process, come out whole and in order."""
+    monkeypatch.setattr(yaml_output, "cores", lambda: 3)
+    unusual = ["plain", "multi\nline", "naïve", "yes", "", "- dash", "x: y", "123"]
+    items = [
+        {"metadata": {"name": f"w{i:05d}", "note": unusual[i % len(unusual)]}, "spec": {"count": i}}
+        for i in range(yaml_output.PARALLEL_MIN_ITEMS + 7)
+    ]
+    data = {"apiVersion": "v1", "kind": "List", "items": items}
+    assert written(data) == pyyaml(data)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kueuestream.admission.decode import decode
+from kueuestream.admission.decode import decode, remembering_every_outcome
 from kueuestream.admission.errors import FieldError
 from tests.helpers import workload_manifest
 
@@ -50,3 +50,15 @@ def test_a_manifest_that_differs_only_in_a_type_is_decoded_on_its_own(count: Any
     ]
     # And in the other order: an invalid one first does not spoil the valid one.
     assert decode(_workload(1)).obj is not None
+
+
+def test_every_outcome_is_kept_within_the_block_and_only_the_last_few_after() -> None:
+    """``admit`` checks all its manifests, then its pipeline decodes them again: far more than a few apart."""
+    manifests = [workload_manifest(f"w{i}", "lq", {"cpu": "1"}, namespace="team-a") for i in range(200)]
+    with remembering_every_outcome():
+        first = [decode(m).obj for m in manifests]
+        again = [decode(copy.deepcopy(m)).obj for m in manifests]
+        assert all(a is b for a, b in zip(first, again, strict=True))
+    # Afterwards the old bound holds again: the first ones are gone, the last one is kept.
+    assert decode(copy.deepcopy(manifests[0])).obj is not first[0]
+    assert decode(copy.deepcopy(manifests[-1])).obj is first[-1]
