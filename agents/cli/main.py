@@ -10,6 +10,7 @@ from kueuestream.agents.cli import (
     admit,
     apply,
     crds,
+    dashboard,
     drs,
     get,
     publish,
@@ -22,7 +23,22 @@ from kueuestream.agents.cli import (
     worker,
 )
 
-COMMANDS = (admit, get, validate, drs, run, worker, publish, replay, transfer, simulate, crds, watch, apply)
+COMMANDS = (
+    admit,
+    get,
+    validate,
+    drs,
+    run,
+    worker,
+    publish,
+    replay,
+    transfer,
+    simulate,
+    crds,
+    watch,
+    apply,
+    dashboard,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,207 @@
+// The Kueuestream dashboard: renders /dashboard/api/state and follows /dashboard/events.
+// Every value is put in with textContent, never parsed as HTML.
+"use strict";
+
+let state = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined) continue;
+    if (key === "class") node.className = value;
+    else if (key === "style") node.setAttribute("style", value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(typeof child === "string" || typeof child === "number" ? String(child) : child);
+  }
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  return node;
+}
+
+function workloadLink(ns, name) {
+  const href = "#/workloads/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name);
+  return el("a", { href, "data-workload": ns + "/" + name }, ns + "/" + name);
+}
+
+function time(ms) {
+  return ms ? new Date(ms).toISOString().replace(".000Z", "Z") : "";
+}
+
+// --- overview ----------------------------------------------------------------------
+
+function usageRow(cq, r) {
+  const limit = r.borrowingLimitValue;
+  const scale = Math.max(r.nominalValue + (limit === null ? 0 : limit), r.usedValue, r.nominalValue, 1e-9);
+  const pct = (v) => (100 * v) / scale + "%";
+  const bar = el("div", { class: "bar", title: r.used + " used of " + r.nominal + " nominal" });
+  bar.append(el("div", { class: "used" + (r.usedValue > r.nominalValue ? " borrowing" : ""), style: "width:" + pct(r.usedValue) }));
+  bar.append(el("div", { class: "nominal", style: "left:" + pct(r.nominalValue) }));
+  const key = cq.name + "/" + r.flavor + "/" + r.resource;
+  let text = r.used + "/" + r.nominal;
+  const notes = [];
+  if (r.borrowingLimit !== null) notes.push("borrowing limit " + r.borrowingLimit);
+  if (r.lendingLimit !== null) notes.push("lending limit " + r.lendingLimit);
+  return [
+    el("span", {}, r.flavor + " " + r.resource),
+    bar,
+    el("span", {},
+      el("span", { "data-usage": key }, text),
+      notes.length ? el("span", { class: "meta" }, "(" + notes.join(", ") + ")") : null),
+  ];
+}
+
+function cqCard(cq) {
+  const share = cq.cohort === null ? "" : "weighted share " + cq.weightedShare + (cq.dominantResource ? " (" + cq.dominantResource + ")" : "");
+  return el("div", { class: "cq", "data-cq": cq.name },
+    el("div", { class: "title" }, "ClusterQueue " + cq.name,
+      el("span", { class: "meta", "data-share": cq.name }, share),
+      el("span", { class: "meta", "data-counts": cq.name },
+        cq.pendingWorkloads + " pending, " + cq.reservingWorkloads + " reserving, " + cq.admittedWorkloads + " admitted"),
+      cq.inactiveReason ? el("span", { class: "meta" }, "inactive: " + cq.inactiveReason) : null),
+    el("div", { class: "usage" }, cq.resources.map((r) => usageRow(cq, r))));
+}
+
+function treeNode(node, cqs, cohorts) {
+  if (node.kind === "ClusterQueue") return cqs[node.name] ? cqCard(cqs[node.name]) : null;
+  const cohort = cohorts[node.name] || {};
+  const share = cohort.parent ? "weighted share " + cohort.weightedShare + (cohort.dominantResource ? " (" + cohort.dominantResource + ")" : "") : "root";
+  return el("div", { class: "cohort", "data-cohort": node.name },
+    el("div", { class: "title" }, "Cohort " + node.name, el("span", { class: "meta", "data-share": "cohort/" + node.name }, share)),
+    node.children.map((child) => treeNode(child, cqs, cohorts)));
+}
+
+function chart(data) {
+  const box = el("div", {});
+  const width = 640, height = 120, pad = 20;
+  const buckets = data.buckets;
+  const image = svg("svg", { width, height: height + pad, viewBox: "0 0 " + width + " " + (height + pad), role: "img" });
+  const most = Math.max(1, ...buckets.map((b) => b.admitted + b.preempted + b.evicted));
+  const w = buckets.length ? (width - 2 * pad) / buckets.length : 0;
+  buckets.forEach((b, i) => {
+    let y = height;
+    for (const kind of ["admitted", "preempted", "evicted"]) {
+      const h = (b[kind] / most) * (height - 10);
+      if (h <= 0) continue;
+      y -= h;
+      const rect = svg("rect", { x: pad + i * w, y, width: Math.max(1, w - 1), height: h, class: kind });
+      const tip = svg("title", {});
+      tip.textContent = b[kind] + " " + kind;
+      rect.append(tip);
+      image.append(rect);
+    }
+  });
+  const from = svg("text", { x: pad, y: height + 14 });
+  from.textContent = time(data.fromMs);
+  const to = svg("text", { x: width - pad, y: height + 14, "text-anchor": "end" });
+  to.textContent = time(data.toMs);
+  const top = svg("text", { x: 0, y: 10 });
+  top.textContent = String(most);
+  image.append(from, to, top);
+  box.append(image);
+  box.append(el("div", { class: "legend" },
+    ["admitted", "preempted", "evicted"].map((k) => el("span", {}, el("span", { class: "sw " + k }), k + " " + state.totals[k]))));
+  return box;
+}
+
+function pendingTable(cq) {
+  const rows = cq.pending.map((w) => el("tr", { "data-pending": w.namespace + "/" + w.name },
+    el("td", {}, String(w.position)), el("td", {}, workloadLink(w.namespace, w.name)), el("td", {}, String(w.priority)),
+    el("td", {}, w.localQueue), el("td", {}, w.reason), el("td", {}, w.message)));
+  const more = cq.pendingQueued > cq.pendingShown ? el("p", { class: "meta" }, "first " + cq.pendingShown + " of " + cq.pendingQueued + " queued") : null;
+  return el("div", { "data-pending-cq": cq.name },
+    el("h3", {}, cq.name + " (" + cq.pendingWorkloads + " pending)"),
+    cq.pending.length ? el("table", {}, el("thead", {}, el("tr", {}, ["#", "workload", "priority", "local queue", "reason", "message"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)) : el("p", { class: "meta" }, "none"),
+    more);
+}
+
+function renderOverview() {
+  const cqs = Object.fromEntries(state.clusterQueues.map((c) => [c.name, c]));
+  const cohorts = Object.fromEntries(state.cohorts.map((c) => [c.name, c]));
+  document.getElementById("tree").replaceChildren(...state.roots.map((r) => treeNode(r, cqs, cohorts)).filter(Boolean));
+  document.getElementById("chart").replaceChildren(chart(state.chart));
+  document.getElementById("recent").replaceChildren(...state.recent.map((h) =>
+    el("li", { "data-recent": h.kind + " " + h.namespace + "/" + h.name }, time(h.timeMs) + " " + h.kind + " ", workloadLink(h.namespace, h.name),
+      h.clusterQueue ? " in " + h.clusterQueue : "", h.reason ? " (" + h.reason + ")" : "")));
+  document.getElementById("pending").replaceChildren(...state.clusterQueues.map(pendingTable));
+}
+
+function render() {
+  if (!state) return;
+  document.getElementById("source").textContent = state.source;
+  document.getElementById("clock").textContent = time(state.nowMs);
+  document.body.dataset.version = state.version;
+  const error = document.getElementById("error");
+  error.hidden = !state.error;
+  error.textContent = state.error;
+  renderOverview();
+}
+
+// --- one Workload --------------------------------------------------------------------
+
+function details(entry) {
+  const rest = Object.entries(entry).filter(([k]) => !["event", "reason", "message"].includes(k));
+  return rest.map(([k, v]) => k + "=" + (typeof v === "object" ? JSON.stringify(v) : String(v))).join("  ");
+}
+
+async function showWorkload(ns, name) {
+  document.getElementById("workload-name").textContent = "Workload " + ns + "/" + name;
+  const problem = document.getElementById("workload-error");
+  const body = document.querySelector("#timeline tbody");
+  const would = document.getElementById("would-admit");
+  const answer = await fetch("/dashboard/api/workloads/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name));
+  const data = await answer.json();
+  if (!answer.ok) {
+    problem.hidden = false;
+    problem.textContent = data.error;
+    body.replaceChildren();
+    would.replaceChildren();
+    return;
+  }
+  problem.hidden = true;
+  body.replaceChildren(...(data.timeline || []).map((entry) => el("tr", { "data-event": entry.event },
+    el("td", {}, String(entry.event)), el("td", {}, String(entry.reason || "")), el("td", {}, String(entry.message || "")), el("td", {}, details(entry)))));
+  would.replaceChildren(el("pre", { id: "would-admit-json" }, JSON.stringify(data.wouldAdmit, null, 2)));
+  document.getElementById("workload").dataset.loaded = ns + "/" + name;
+}
+
+function route() {
+  const match = location.hash.match(/^#\/workloads\/([^/]+)\/([^/]+)$/);
+  document.getElementById("overview").hidden = !!match;
+  document.getElementById("workload").hidden = !match;
+  if (match) showWorkload(decodeURIComponent(match[1]), decodeURIComponent(match[2]));
+}
+
+// --- live updates ----------------------------------------------------------------------
+
+function connect() {
+  const live = document.getElementById("live");
+  const source = new EventSource("/dashboard/events");
+  source.addEventListener("state", (event) => {
+    state = JSON.parse(event.data);
+    live.textContent = "live";
+    live.className = "live";
+    render();
+    if (!document.getElementById("workload").hidden) route();
+  });
+  source.onerror = () => {
+    live.textContent = "reconnecting";
+    live.className = "live off";
+  };
+}
+
+document.getElementById("find").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const [ns, name] = document.getElementById("find-name").value.trim().split("/");
+  if (ns && name) location.hash = "#/workloads/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name);
+});
+window.addEventListener("hashchange", route);
+fetch("/dashboard/api/state").then((r) => r.json()).then((s) => { if (!state) { state = s; render(); } });
+route();
+connect();

@@ -1,0 +1,79 @@
+"""The dashboard's current state, shared between whoever holds the engines and the HTTP threads.
+
+The owner of the engines (the log follower of ``kueuestream dashboard``, a
+worker, ``run``) calls :meth:`DashboardFeed.publish` from the thread that
+changes them; the HTTP threads only ever read the JSON it made, so a page
+never sees an engine half-way through a batch. Each publish that changes the
+state bumps the version and wakes the server-sent-event streams.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from kueuestream.admission.engine import Engine
+from kueuestream.agents.dashboard.history import History
+from kueuestream.agents.dashboard.snapshot import snapshot
+from kueuestream.streams.schemas import DecisionRecord
+
+Explain = Callable[[str, str], dict[str, Any]]
+"""``(namespace, name) -> explain JSON``; raises for an unknown name or a damaged log."""
+
+
+class DashboardFeed:
+    def __init__(self, source: str, explain: Explain | None = None) -> None:
+        self.source = source
+        self.explain = explain
+        self.history = History()
+        self._changed = threading.Condition()
+        self._version = 0
+        self._body = b""
+        self._closed = False
+        self.publish((), ())
+
+    def publish(
+        self, engines: Iterable[Engine], decisions: Iterable[DecisionRecord], error: str = ""
+    ) -> None:
+        """Take the engines' state and count ``decisions`` (in the order made)."""
+        self.history.add(decisions)
+        state = snapshot(engines)
+        state["source"] = self.source
+        state["error"] = error
+        state["chart"] = self.history.chart()
+        state["recent"] = self.history.recent()
+        state["totals"] = dict(self.history.totals)
+        with self._changed:
+            before = self._body
+            state["version"] = self._version
+            if orjson.dumps(state) == before:
+                return
+            self._version += 1
+            state["version"] = self._version
+            self._body = orjson.dumps(state)
+            self._changed.notify_all()
+
+    def current(self) -> tuple[int, bytes]:
+        with self._changed:
+            return self._version, self._body
+
+    def wait(self, after: int, timeout: float) -> tuple[int, bytes] | None:
+        """The state once its version is past ``after``; None on timeout or once closed."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._version > after or self._closed, timeout)
+            if self._version > after:
+                return self._version, self._body
+            return None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """End every event stream."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()

@@ -1,0 +1,45 @@
+"""Serving the dashboard: of a log (``kueuestream dashboard``), or beside a command's metrics."""
+
+from __future__ import annotations
+
+import sys
+
+from prometheus_client import CollectorRegistry
+
+from kueuestream.agents.dashboard.feed import DashboardFeed
+from kueuestream.agents.dashboard.follower import LogFollower
+from kueuestream.agents.dashboard.routes import PREFIX, dashboard_route
+from kueuestream.agents.embedded.stop_signals import StopRequest
+from kueuestream.agents.metrics.http_endpoint import MetricsEndpoint
+from kueuestream.streams.kafka_settings import KafkaSettings
+from kueuestream.streams.kafka_urls import redact_text
+
+
+def attach(endpoint: MetricsEndpoint, feed: DashboardFeed) -> None:
+    """Serve ``feed`` at ``/dashboard`` on ``endpoint``."""
+    endpoint.route(PREFIX, dashboard_route(feed))
+
+
+def serve_log(
+    spec: str, address: str, port: int, *, prefix: str = "", kafka: KafkaSettings | None = None
+) -> int:
+    """Follow the log ``spec`` and serve its dashboard until SIGTERM or SIGINT; 0, or 2 if the port
+    cannot be used."""
+    feed = DashboardFeed(redact_text(spec))
+    follower = LogFollower(spec, feed, prefix=prefix, kafka=kafka)
+    try:
+        endpoint = MetricsEndpoint(CollectorRegistry(), lambda: follower.read_once, host=address, port=port)
+    except OSError as exc:
+        print(f"error: --port {port}: cannot listen on {address}: {exc.strerror}", file=sys.stderr)
+        return 2
+    attach(endpoint, feed)
+    with StopRequest() as stop:
+        follower.start()
+        endpoint.start()
+        print(f"dashboard on http://{address}:{endpoint.port}{PREFIX}", flush=True)
+        while not stop.requested:
+            stop.wait(1.0)
+        feed.close()
+        endpoint.stop()
+        follower.stop()
+    return 0

@@ -1,0 +1,216 @@
+"""What the dashboard shows, read from the engines a process holds: one JSON-ready dict.
+
+Nothing here decides anything: the numbers are those of the engines' own
+outputs, so they equal what the tables print. Per ClusterQueue the usage of
+each flavor and resource is the amount ``status.flavorsUsage`` carries, the
+quotas are shown as the ClusterQueue writes them (as ``get clusterqueues -o
+wide`` shows them) and drawn from the quota tree's amounts, and the weighted share is
+:func:`kueuestream.admission.drs.explain`'s with 3 decimals, as ``kueuestream drs``
+prints it. Pending Workloads are listed in their queue's order (the order key
+the scheduler pops by), each with the reason and message of its
+``QuotaReserved=False`` condition.
+
+Lists are cut to :data:`LIST_LIMIT` entries (with the full count beside them),
+so a queue of 50,000 pending Workloads does not make every update megabytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from kueuestream.admission import drs
+from kueuestream.admission.cluster_queue_status import cluster_queue_status
+from kueuestream.admission.engine import Engine
+from kueuestream.admission.quantity import resource_quantity
+from kueuestream.admission.quota import QuotaNode
+from kueuestream.admission.state import Phase, WorkloadRecord
+from kueuestream.admission.status import ADMITTED, QUOTA_RESERVED
+from kueuestream.admission.status_render import workload_status
+from kueuestream.agents.cli.drs import TABLE_PLACES, rounded
+
+LIST_LIMIT = 50
+
+
+def amount(resource: str, value: int) -> float:
+    """An engine amount in the resource's base unit (cores for cpu), for drawing bars."""
+    return value / 1000 if resource == "cpu" else float(value)
+
+
+def share_text(value: Fraction | None) -> str:
+    """A weighted share as ``kueuestream drs`` prints it: 3 decimals, or +Inf."""
+    return "+Inf" if value is None else rounded(value, TABLE_PLACES)
+
+
+def _condition(status: Mapping[str, Any], type_: str) -> dict[str, Any]:
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == type_:
+            return cond
+    return {}
+
+
+def workload_state(rec: WorkloadRecord) -> str:
+    """Admitted, QuotaReserved (waiting for admission checks), Evicting, Pending or Finished."""
+    if rec.phase == Phase.FINISHED:
+        return "Finished"
+    if rec.phase == Phase.ADMITTED:
+        if rec.evicting:
+            return "Evicting"
+        return "Admitted" if rec.conditions.is_true(ADMITTED) else QUOTA_RESERVED
+    return "Pending"
+
+
+def _workload_row(rec: WorkloadRecord, position: int | None = None) -> dict[str, Any]:
+    status = workload_status(rec)
+    reserved = _condition(status, QUOTA_RESERVED)
+    row: dict[str, Any] = {
+        "namespace": rec.key[0],
+        "name": rec.key[1],
+        "localQueue": rec.obj.spec.queue_name,
+        "clusterQueue": rec.cluster_queue,
+        "priority": rec.priority,
+        "state": workload_state(rec),
+        "reason": str(reserved.get("reason") or ""),
+        "message": str(reserved.get("message") or ""),
+    }
+    if position is not None:
+        row["position"] = position
+    return row
+
+
+def _written(manifest: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """Each flavor and resource's quota stanza as the ClusterQueue was written."""
+    out: dict[tuple[str, str], Mapping[str, Any]] = {}
+    spec = manifest.get("spec")
+    for group in (spec.get("resourceGroups") if isinstance(spec, dict) else None) or []:
+        for flavor in (group.get("flavors") if isinstance(group, dict) else None) or []:
+            for quota in (flavor.get("resources") if isinstance(flavor, dict) else None) or []:
+                if isinstance(quota, dict):
+                    out[(str(flavor.get("name")), str(quota.get("name")))] = quota
+    return out
+
+
+def _text(written: Mapping[str, Any], key: str, resource: str, value: int | None) -> str | None:
+    """A quota as written (what ``get clusterqueues`` prints), else the quota tree's amount."""
+    if key in written and written[key] is not None:
+        return str(written[key])
+    return None if value is None else resource_quantity(resource, value)
+
+
+def _resources(engine: Engine, name: str) -> list[dict[str, Any]]:
+    """Per flavor and resource, in the order of the resource groups: usage, quotas and limits."""
+    cq = engine.cqs[name]
+    node = cq.node
+    written = _written(engine.cq_manifests.get(name, {}))
+    rows: list[dict[str, Any]] = []
+    for group in cq.obj.spec.resource_groups:
+        for flavor in group.flavors:
+            for quota_spec in flavor.resources:
+                res = quota_spec.name
+                fr = (flavor.name, res)
+                quota = node.quotas.get(fr)
+                stanza = written.get(fr, {})
+                used = node.usage.get(fr, 0)
+                nominal = quota.nominal if quota is not None else 0
+                borrowing = quota.borrowing_limit if quota is not None else None
+                lending = quota.lending_limit if quota is not None else None
+                rows.append(
+                    {
+                        "flavor": flavor.name,
+                        "resource": res,
+                        "used": resource_quantity(res, used),
+                        "usedValue": amount(res, used),
+                        "borrowed": resource_quantity(res, max(0, used - nominal)),
+                        "nominal": _text(stanza, "nominalQuota", res, nominal),
+                        "nominalValue": amount(res, nominal),
+                        "borrowingLimit": _text(stanza, "borrowingLimit", res, borrowing),
+                        "borrowingLimitValue": None if borrowing is None else amount(res, borrowing),
+                        "lendingLimit": _text(stanza, "lendingLimit", res, lending),
+                    }
+                )
+    return rows
+
+
+def _node(report: drs.NodeReport) -> dict[str, Any]:
+    share = report.share.weighted_share
+    return {
+        "weightedShare": share_text(share) if report.parent else share_text(Fraction(0)),
+        "dominantResource": report.dominant_resource or None,
+    }
+
+
+def _tree(node: QuotaNode) -> dict[str, Any]:
+    children = sorted(node.children, key=lambda c: (c.is_cluster_queue, c.name))
+    return {
+        "kind": "ClusterQueue" if node.is_cluster_queue else "Cohort",
+        "name": node.name,
+        "children": [_tree(child) for child in children],
+    }
+
+
+def _pending(engine: Engine, name: str) -> tuple[int, list[dict[str, Any]]]:
+    queue = engine.queues.queues.get(name)
+    if queue is None:
+        return 0, []
+    keys = sorted(queue.order, key=lambda k: queue.order[k])
+    rows = []
+    for position, key in enumerate(keys[:LIST_LIMIT]):
+        rec = engine.workloads.get(key)
+        if rec is not None:
+            rows.append(_workload_row(rec, position))
+    return len(keys), rows
+
+
+def snapshot(engines: Iterable[Engine]) -> dict[str, Any]:
+    """The dashboard's state: the Cohort trees, every ClusterQueue and Cohort, the latest event time."""
+    cluster_queues: dict[str, dict[str, Any]] = {}
+    cohorts: dict[str, dict[str, Any]] = {}
+    roots: dict[tuple[bool, str], dict[str, Any]] = {}
+    now_ms = 0
+    for engine in engines:
+        now_ms = max(now_ms, engine.now_ms)
+        weights = drs.flavor_weights(engine.flavors)
+        admitted: dict[str, list[WorkloadRecord]] = {}
+        for key in sorted(engine.workloads):
+            rec = engine.workloads[key]
+            if rec.phase == Phase.ADMITTED and rec.cluster_queue:
+                admitted.setdefault(rec.cluster_queue, []).append(rec)
+        for name in sorted(engine.cqs):
+            if name in cluster_queues:
+                continue
+            cq = engine.cqs[name]
+            counts = cluster_queue_status(cq, engine.workloads.values())
+            pending_count, pending = _pending(engine, name)
+            running = admitted.get(name, [])
+            node = cq.node
+            cluster_queues[name] = {
+                "name": name,
+                "cohort": node.parent.name if node.parent is not None else None,
+                "inactiveReason": cq.inactive_reason,
+                "pendingWorkloads": counts["pendingWorkloads"],
+                "reservingWorkloads": counts["reservingWorkloads"],
+                "admittedWorkloads": counts["admittedWorkloads"],
+                **_node(drs.explain(node, weights)),
+                "resources": _resources(engine, name),
+                "pending": pending,
+                "pendingShown": len(pending),
+                "pendingQueued": pending_count,
+                "admitted": [_workload_row(rec) for rec in running[:LIST_LIMIT]],
+            }
+            root = node.root
+            roots.setdefault((root.is_cluster_queue, root.name), _tree(root))
+        for name in sorted(engine.cohorts):
+            if name not in cohorts:
+                node = engine.cohorts[name]
+                cohorts[name] = {
+                    "name": name,
+                    "parent": node.parent.name if node.parent is not None else None,
+                    **_node(drs.explain(node, weights)),
+                }
+    return {
+        "nowMs": now_ms,
+        "roots": [roots[key] for key in sorted(roots)],
+        "clusterQueues": [cluster_queues[name] for name in sorted(cluster_queues)],
+        "cohorts": [cohorts[name] for name in sorted(cohorts)],
+    }
