@@ -1,0 +1,252 @@
+"""Pending Workloads in the order the scheduler takes them, as Kueue's visibility API shows them.
+
+Kueue answers ``GET /apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/NAME/pendingworkloads``
+(and ``.../namespaces/NS/localqueues/NAME/pendingworkloads``) with a
+``PendingWorkloadsSummary`` (pkg/visibility/storage): every Workload the
+ClusterQueue's queue holds, the active ones and the inadmissible ones alike
+(``ClusterQueue.Snapshot``), sorted as the queue's heap sorts them
+(``baseCompareFunc``): the Workload whose preemptions are under way first, then
+priority, highest first, then queue-order time, oldest first. The same sort
+applies to StrictFIFO and BestEffortFIFO; they differ in what a head that does
+not fit does, not in the order. Positions count from 0; ``limit`` defaults to
+1000 and is capped at 100,000, ``offset`` to 0 (``boundedLimitOffset``).
+
+:func:`pending_summary` answers from engines a process holds;
+:func:`pending_json` from a log, for its state at the log's end. Each item
+also carries our pending reason: the ``reason`` and ``message`` of its
+``QuotaReserved=False`` condition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kueuestream.admission.engine import Engine
+from kueuestream.admission.state import Phase, WorkloadRecord
+from kueuestream.admission.status import QUOTA_RESERVED
+from kueuestream.admission.timefmt import rfc3339
+from kueuestream.agents.admission import AdmissionHandler
+from kueuestream.agents.audit.replay import open_log, read_admission, stood_in_for_job_controller
+from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams.kafka_settings import KafkaSettings
+from kueuestream.streams.log import Record
+
+GROUP = "visibility.kueue.x-k8s.io"
+API_VERSION = f"{GROUP}/v1beta2"
+# pkg/constants: DefaultPendingWorkloadsLimit, MaxPendingWorkloadsLimit.
+DEFAULT_LIMIT = 1000
+MAX_LIMIT = 100_000
+
+
+class QueueNotFound(LookupError):
+    """No such ClusterQueue or LocalQueue; ``closest`` names the known ones nearest to it."""
+
+    def __init__(self, kind: str, name: str, closest: Sequence[str], where: str = "") -> None:
+        self.kind = kind
+        self.name = name
+        self.closest = list(closest)
+        self.where = where
+        self.hint = f"; closest: {', '.join(self.closest)}" if self.closest else f"; there is no {kind}"
+        super().__init__(f"{kind} {name} not found{where}{self.hint}")
+
+
+def bounded(limit: int, offset: int) -> tuple[int, int]:
+    """``limit`` (0: the default) and ``offset`` as Kueue bounds them."""
+    if limit == 0:
+        limit = DEFAULT_LIMIT
+    return min(max(limit, 0), MAX_LIMIT), max(offset, 0)
+
+
+def closest_names(name: str, known: Iterable[str], count: int = 3) -> list[str]:
+    """The ``count`` known names most like ``name``; the first known names when none is alike."""
+    names = sorted(set(known))
+    alike = difflib.get_close_matches(name, names, n=count, cutoff=0.5)
+    return alike or names[:count]
+
+
+def queue_order(engine: Engine, cluster_queue: str) -> list[WorkloadRecord]:
+    """The Workloads ``cluster_queue``'s queue holds, in the order the scheduler takes them.
+
+    That is the queue's active and parked Workloads; while the ClusterQueue is
+    inactive, Kueue still keeps its Workloads queued (``AddOrUpdateWorkload``
+    does not look at the ClusterQueue's state), so they are listed too.
+    """
+    workloads = engine.workloads
+    queue = engine.queues.queues.get(cluster_queue)
+    keys = list(queue.order) if queue is not None else []
+    cq = engine.cqs.get(cluster_queue)
+    if cq is not None and cq.inactive_reason:
+        held = engine.queues.held
+        queued = set(keys)
+        for key, rec in workloads.items():
+            if key in queued or key in held or rec.phase != Phase.PENDING or not rec.active:
+                continue
+            lq = engine.local_queues.get((key[0], rec.obj.spec.queue_name))
+            if lq is not None and lq.spec.cluster_queue == cluster_queue and lq.spec.stop_policy == "None":
+                keys.append(key)
+    recs = [workloads[key] for key in keys if key in workloads]
+    recs.sort(key=WorkloadRecord.order_key)
+    return recs
+
+
+def _item(rec: WorkloadRecord, in_cq: int, in_lq: int) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": rec.key[1], "namespace": rec.key[0]}
+    created = rec.manifest.get("metadata", {}).get("creationTimestamp") if rec.manifest else None
+    meta["creationTimestamp"] = created if isinstance(created, str) else rfc3339(rec.created_ms)
+    owners = [
+        {k: ref[k] for k in ("apiVersion", "kind", "name", "uid") if k in ref}
+        for ref in (rec.manifest.get("metadata", {}).get("ownerReferences") or [] if rec.manifest else [])
+        if isinstance(ref, dict)
+    ]
+    if owners:
+        meta["ownerReferences"] = owners
+    cond = rec.conditions.get(QUOTA_RESERVED)
+    return {
+        "metadata": meta,
+        "priority": rec.priority,
+        "localQueueName": rec.obj.spec.queue_name,
+        "positionInClusterQueue": in_cq,
+        "positionInLocalQueue": in_lq,
+        "reason": cond.reason if cond is not None and cond.status == "False" else "",
+        "message": cond.message if cond is not None and cond.status == "False" else "",
+    }
+
+
+def summary(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"kind": "PendingWorkloadsSummary", "apiVersion": API_VERSION, "metadata": {}, "items": items}
+
+
+def cluster_queue_items(order: Sequence[WorkloadRecord], limit: int, offset: int) -> list[dict[str, Any]]:
+    """Kueue's ``pendingWorkloadsInCqREST.Get``: LocalQueue positions count from the queue's head."""
+    limit, offset = bounded(limit, offset)
+    in_lq: dict[tuple[str, str], int] = {}
+    items = []
+    for index, rec in enumerate(order[: offset + limit]):
+        lq = (rec.key[0], rec.obj.spec.queue_name)
+        position = in_lq.get(lq, 0)
+        in_lq[lq] = position + 1
+        if index >= offset:
+            items.append(_item(rec, index, position))
+    return items
+
+
+def local_queue_items(
+    order: Sequence[WorkloadRecord], namespace: str, name: str, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """Kueue's ``pendingWorkloadsInLqREST.Get``: the LocalQueue's Workloads among its ClusterQueue's."""
+    limit, offset = bounded(limit, offset)
+    items: list[dict[str, Any]] = []
+    skipped = 0
+    for index, rec in enumerate(order):
+        if len(items) >= limit:
+            break
+        if rec.key[0] == namespace and rec.obj.spec.queue_name == name:
+            if skipped < offset:
+                skipped += 1
+            else:
+                items.append(_item(rec, index, len(items) + offset))
+    return items
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """Which engine holds a queue, and the ClusterQueue whose order answers for it."""
+
+    engine: Engine | None
+    cluster_queue: str
+
+
+def locate(
+    engines: Sequence[Engine],
+    *,
+    cluster_queue: str | None,
+    local_queue: tuple[str, str] | None,
+    where: str = "",
+) -> Located:
+    """The engine holding the ClusterQueue or LocalQueue asked for; :class:`QueueNotFound` if none does."""
+    if (cluster_queue is None) == (local_queue is None):
+        raise ValueError("name either a ClusterQueue or a LocalQueue")
+    if cluster_queue is not None:
+        for engine in engines:
+            if cluster_queue in engine.cqs:
+                return Located(engine, cluster_queue)
+        known = [name for engine in engines for name in engine.cqs]
+        raise QueueNotFound("ClusterQueue", cluster_queue, closest_names(cluster_queue, known), where)
+    assert local_queue is not None
+    found = [e for e in engines if local_queue in e.local_queues]
+    if not found:
+        known = [f"{ns}/{name}" for engine in engines for ns, name in engine.local_queues]
+        wanted = "/".join(local_queue)
+        raise QueueNotFound("LocalQueue", wanted, closest_names(wanted, known), where)
+    target = found[0].local_queues[local_queue].spec.cluster_queue
+    # The LocalQueue's ClusterQueue decides the order; without one, nothing is queued.
+    holder = next((e for e in found if target in e.cqs), None)
+    return Located(holder, target)
+
+
+def pending_summary(
+    engines: Iterable[Engine],
+    *,
+    cluster_queue: str | None = None,
+    local_queue: tuple[str, str] | None = None,
+    limit: int = DEFAULT_LIMIT,
+    offset: int = 0,
+    where: str = "",
+) -> dict[str, Any]:
+    """The ``PendingWorkloadsSummary`` of a ClusterQueue or a LocalQueue (``(namespace, name)``) held by
+    ``engines``; raises :class:`QueueNotFound` (its message ends with ``where``) when none holds it.
+
+    The caller keeps the engines still meanwhile.
+    """
+    located = locate(list(engines), cluster_queue=cluster_queue, local_queue=local_queue, where=where)
+    order = queue_order(located.engine, located.cluster_queue) if located.engine is not None else []
+    if local_queue is not None:
+        return summary(local_queue_items(order, local_queue[0], local_queue[1], limit, offset))
+    return summary(cluster_queue_items(order, limit, offset))
+
+
+def engines_at_end(admission: Sequence[Sequence[Record]]) -> list[Engine]:
+    """Every shard's engine after the recorded ``admission`` partitions, by partition and shard."""
+    handler = AdmissionHandler(
+        partitions=len(admission),
+        admission_topic="kueue.admission",
+        job_controller=stood_in_for_job_controller(admission),
+    )
+    for p, records in enumerate(admission):
+        state = handler.state(p)
+        for record in records:
+            state.feed(record.offset, record.value)
+    states = handler.states
+    return [states[p].shards[s].engine for p in sorted(states) for s in sorted(states[p].shards)]
+
+
+async def _engines_of(log: str, names: TopicNames, kafka: KafkaSettings | None) -> list[Engine]:
+    async with open_log(log, kafka) as opened:
+        admission = await read_admission(opened, names)
+    return engines_at_end(admission)
+
+
+def pending_json(
+    log: str,
+    *,
+    cluster_queue: str | None = None,
+    local_queue: tuple[str, str] | None = None,
+    limit: int = DEFAULT_LIMIT,
+    offset: int = 0,
+    prefix: str = "",
+    kafka: KafkaSettings | None = None,
+) -> dict[str, Any]:
+    """The ``PendingWorkloadsSummary`` of a ClusterQueue or LocalQueue at the end of ``log``
+    (an embedded log folder or ``kafka://HOST:PORT``).
+
+    Raises :class:`QueueNotFound` for a queue the log does not hold, and
+    :class:`~kueuestream.streams.log.LogError` for a log that cannot be read.
+    """
+    engines = asyncio.run(_engines_of(log, TopicNames(prefix), kafka))
+    return pending_summary(
+        engines, cluster_queue=cluster_queue, local_queue=local_queue, limit=limit, offset=offset
+    )
