@@ -108,7 +108,7 @@ class History:
         return {"fromMs": start, "toMs": start + width * BUCKETS, "buckets": buckets}
 
     def recent(self) -> list[dict[str, Any]]:
-        """The latest :data:`RECENT` admissions and evictions, newest first."""
+        """The latest :data:`RECENT` admissions and evictions, newest first (by event time, then as read)."""
         return [
             {
                 "timeMs": h.time_ms,
@@ -118,5 +118,5 @@ class History:
                 "clusterQueue": h.cluster_queue,
                 "reason": h.reason,
             }
-            for h in reversed(list(self.kept)[-RECENT:])
+            for h in reversed(sorted(self.kept, key=lambda h: h.time_ms)[-RECENT:])
         ]

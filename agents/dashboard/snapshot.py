@@ -6,9 +6,9 @@ each flavor and resource is the amount ``status.flavorsUsage`` carries, the
 quotas are shown as the ClusterQueue writes them (as ``get clusterqueues -o
 wide`` shows them) and drawn from the quota tree's amounts, and the weighted share is
 :func:`kueuestream.admission.drs.explain`'s with 3 decimals, as ``kueuestream drs``
-prints it. Pending Workloads are listed in their queue's order (the order key
-the scheduler pops by), each with the reason and message of its
-``QuotaReserved=False`` condition.
+prints it. Pending Workloads are listed as ``kueuestream pending`` lists them
+(Kueue's ``PendingWorkload``: the scheduler's order and positions, with the
+reason and message of the ``QuotaReserved=False`` condition).
 
 Lists are cut to :data:`LIST_LIMIT` entries (with the full count beside them),
 so a queue of 50,000 pending Workloads does not make every update megabytes.
@@ -28,6 +28,7 @@ from kueuestream.admission.quota import QuotaNode
 from kueuestream.admission.state import Phase, WorkloadRecord
 from kueuestream.admission.status import ADMITTED, QUOTA_RESERVED
 from kueuestream.admission.status_render import workload_status
+from kueuestream.agents.audit.pending import cluster_queue_items, queue_order
 from kueuestream.agents.cli.drs import TABLE_PLACES, rounded
 
 LIST_LIMIT = 50
@@ -61,7 +62,7 @@ def workload_state(rec: WorkloadRecord) -> str:
     return "Pending"
 
 
-def _workload_row(rec: WorkloadRecord, position: int | None = None) -> dict[str, Any]:
+def _workload_row(rec: WorkloadRecord) -> dict[str, Any]:
     status = workload_status(rec)
     reserved = _condition(status, QUOTA_RESERVED)
     row: dict[str, Any] = {
@@ -74,8 +75,6 @@ def _workload_row(rec: WorkloadRecord, position: int | None = None) -> dict[str,
         "reason": str(reserved.get("reason") or ""),
         "message": str(reserved.get("message") or ""),
     }
-    if position is not None:
-        row["position"] = position
     return row
 
 
@@ -150,16 +149,9 @@ def _tree(node: QuotaNode) -> dict[str, Any]:
 
 
 def _pending(engine: Engine, name: str) -> tuple[int, list[dict[str, Any]]]:
-    queue = engine.queues.queues.get(name)
-    if queue is None:
-        return 0, []
-    keys = sorted(queue.order, key=lambda k: queue.order[k])
-    rows = []
-    for position, key in enumerate(keys[:LIST_LIMIT]):
-        rec = engine.workloads.get(key)
-        if rec is not None:
-            rows.append(_workload_row(rec, position))
-    return len(keys), rows
+    """How many Workloads the queue holds, and the first of them as the visibility API lists them."""
+    order = queue_order(engine, name)
+    return len(order), cluster_queue_items(order, LIST_LIMIT, 0)
 
 
 def snapshot(engines: Iterable[Engine]) -> dict[str, Any]:

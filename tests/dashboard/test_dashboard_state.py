@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry
 
+from kueuestream.agents.audit.pending import pending_json
 from kueuestream.agents.cli.main import main
 from kueuestream.agents.dashboard.feed import DashboardFeed
 from kueuestream.agents.dashboard.follower import LogFollower
@@ -88,14 +89,17 @@ def test_the_state_shows_the_numbers_the_tables_print(tmp_path: Path) -> None:
     assert tree["example-a"] == ["example-a-lender", "example-a-team"]
     # Pending lists in the order the scheduler takes them, with Kueue's reason and the numbers.
     team_a = next(cq for cq in shown["clusterQueues"] if cq["name"] == "team-a")
-    assert [(w["name"], w["position"], w["reason"]) for w in team_a["pending"]] == [
-        ("train-llm", 0, "WaitingForQuota"),
-        ("sweep", 1, "WaitingForQuota"),
-    ]
+    assert [
+        (w["metadata"]["name"], w["positionInClusterQueue"], w["positionInLocalQueue"], w["reason"])
+        for w in team_a["pending"]
+    ] == [("train-llm", 0, 0, "WaitingForQuota"), ("sweep", 1, 1, "WaitingForQuota")]
     assert (
         "insufficient unused quota for cpu in flavor on-demand, 8 more needed"
         in team_a["pending"][0]["message"]
     )
+    # The same items `kueuestream pending` lists.
+    for cq in shown["clusterQueues"]:
+        assert cq["pending"] == pending_json(str(tmp_path / "log"), cluster_queue=cq["name"])["items"]
     assert shown["error"] == ""
 
 

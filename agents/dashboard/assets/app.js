@@ -111,13 +111,15 @@ function chart(data) {
 }
 
 function pendingTable(cq) {
-  const rows = cq.pending.map((w) => el("tr", { "data-pending": w.namespace + "/" + w.name },
-    el("td", {}, String(w.position)), el("td", {}, workloadLink(w.namespace, w.name)), el("td", {}, String(w.priority)),
-    el("td", {}, w.localQueue), el("td", {}, w.reason), el("td", {}, w.message)));
+  const rows = cq.pending.map((w) => el("tr", { "data-pending": w.metadata.namespace + "/" + w.metadata.name },
+    el("td", {}, String(w.positionInClusterQueue)), el("td", {}, workloadLink(w.metadata.namespace, w.metadata.name)),
+    el("td", {}, String(w.priority)), el("td", {}, w.localQueueName + " #" + w.positionInLocalQueue),
+    el("td", {}, w.reason), el("td", {}, w.message)));
   const more = cq.pendingQueued > cq.pendingShown ? el("p", { class: "meta" }, "first " + cq.pendingShown + " of " + cq.pendingQueued + " queued") : null;
+  const header = ["#", "workload", "priority", "local queue", "reason", "message"].map((h) => el("th", {}, h));
   return el("div", { "data-pending-cq": cq.name },
     el("h3", {}, cq.name + " (" + cq.pendingWorkloads + " pending)"),
-    cq.pending.length ? el("table", {}, el("thead", {}, el("tr", {}, ["#", "workload", "priority", "local queue", "reason", "message"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)) : el("p", { class: "meta" }, "none"),
+    cq.pending.length ? el("table", {}, el("thead", {}, el("tr", {}, header)), el("tbody", {}, rows)) : el("p", { class: "meta" }, "none"),
     more);
 }
 
