@@ -79,3 +79,5 @@ class Decision:
     action: Action
     status: dict[str, Any] = field(default_factory=dict)
     message: str = ""
+    # What the scheduling cycle behind a Workload decision found (admission/trace.py), or None.
+    trace: dict[str, Any] | None = None

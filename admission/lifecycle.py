@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kueuestream.admission import admission_checks as ac
+from kueuestream.admission import trace
 from kueuestream.admission.api.kueue import Workload
 from kueuestream.admission.assignment import Assignment, PodSetAssignment
 from kueuestream.admission.cache import Cache
@@ -422,8 +423,11 @@ class Lifecycle:
         )
         self.outbox.touch(rec.key)
 
-    def issue_preemptions(self, preemptor: WorkloadRecord, targets: list[Target]) -> int:
-        """Evict the targets not already being evicted, by key; returns how many."""
+    def issue_preemptions(self, preemptor: WorkloadRecord, targets: list[Target], cycle: int = 0) -> int:
+        """Evict the targets not already being evicted, by key; returns how many.
+
+        ``cycle`` is the scheduling cycle that preempts, for the victims' traces.
+        """
         uid = preemptor.obj.metadata.uid or "UNKNOWN"
         job_uid = preemptor.obj.metadata.labels.get(JOB_UID_LABEL) or "UNKNOWN"
         cqs = self.cache.cqs
@@ -437,6 +441,7 @@ class Lifecycle:
             victim_cq = cqs.get(target.candidate.cluster_queue)
             victim_path = cq_path(victim_cq.node if victim_cq else None)
             message = preemption_message(target.reason, uid, job_uid, preemptor_path, victim_path)
+            victim.trace = trace.preempted(cycle, preemptor.key, preemptor.cluster_queue, target.reason)
             self.evict(victim, "Preempted", message, target.reason)
             issued += 1
         return issued

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from kueuestream.admission import podset_reducer
+from kueuestream.admission import podset_reducer, trace
 from kueuestream.admission.assignment import (
     Assignment,
     Granular,
@@ -59,6 +59,7 @@ from kueuestream.admission.quota import FR
 from kueuestream.admission.selectors import label_selector_matches
 from kueuestream.admission.snapshot import Snapshot
 from kueuestream.admission.state import ClusterQueueRecord, WorkloadRecord
+from kueuestream.admission.status import QUOTA_RESERVED
 
 MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
@@ -139,12 +140,15 @@ class Scheduler:
         """Flavors for the head and, when it needs them, preemption targets (Kueue's ``nominate``)."""
         labels = self.cache.namespace_labels(rec.key[0])
         if not label_selector_matches(cq.obj.spec.namespace_selector, labels):
+            reason = self._reason(MISCONFIGURED)
+            if _changes(rec, reason, MSG_NAMESPACE_MISMATCH):
+                rec.trace = trace.skipped(self.cycles, reason, MSG_NAMESPACE_MISMATCH, cq.name)
             return Entry(
                 rec,
                 cq,
                 EntryKind.NOT_NOMINATED,
                 message=MSG_NAMESPACE_MISMATCH,
-                reason=self._reason(MISCONFIGURED),
+                reason=reason,
                 requeue_reason=RequeueReason.NAMESPACE_MISMATCH,
             )
         pod_sets = rec.pod_sets
@@ -171,10 +175,23 @@ class Scheduler:
             if partial is not None:
                 return partial
         # No flavor fits, or preemption could make room but nothing can be preempted now.
-        reason = (full.no_fit_reason if full.mode == Mode.NO_FIT else "") or WAITING_FOR_QUOTA
-        return Entry(
-            rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message, reason=self._reason(reason)
-        )
+        reason = self._reason((full.no_fit_reason if full.mode == Mode.NO_FIT else "") or WAITING_FOR_QUOTA)
+        if _changes(rec, reason, full.message):
+            # Built only when the status changes: a Workload waiting for the same reason costs nothing.
+            rec.trace = trace.not_admitted(
+                self.cycles,
+                reason,
+                full.message,
+                cq.view,
+                pod_sets,
+                full,
+                snapshot.flavors,
+                only_declared,
+                cq.view.can_preempt,
+                snapshot.nodes,
+                snapshot.admitted,
+            )
+        return Entry(rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message, reason=reason)
 
     def _attempt(
         self,
@@ -256,6 +273,7 @@ class Scheduler:
         assert assignment is not None
         if entry.kind == EntryKind.FIT:
             if fits(cq.node, assignment.usage, allow_borrowing=True):
+                rec.trace = trace.admitted(self.cycles, cq.name, assignment)
                 lifecycle.admit(rec, cq, assignment)
                 entry.requeue_reason = None
                 return True
@@ -272,9 +290,10 @@ class Scheduler:
             return self._skip(entry, MSG_NO_LONGER_FITS)
         snapshot.reserve(cq.node, assignment.usage)
         snapshot.preempted.update(t.candidate.key for t in entry.targets)
-        issued = lifecycle.issue_preemptions(rec, entry.targets)
+        issued = lifecycle.issue_preemptions(rec, entry.targets, self.cycles)
         rec.sticky = True
         entry.reason = self._reason(WAITING_FOR_PREEMPTED_WORKLOADS)
+        rec.trace = trace.preempting(self.cycles, cq.name, entry.reason, entry.targets)
         lifecycle.set_pending(
             rec,
             entry.reason,
@@ -286,6 +305,7 @@ class Scheduler:
     def _skip(self, entry: Entry, message: str) -> bool:
         """The head was nominated but cannot go ahead this cycle; it goes back to the head."""
         entry.reason, entry.message = self._reason(WAITING_FOR_QUOTA), message
+        entry.rec.trace = trace.skipped(self.cycles, entry.reason, message, entry.cq.name)
         self.lifecycle.set_pending(entry.rec, entry.reason, message)
         entry.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
         return False
@@ -307,8 +327,17 @@ class Scheduler:
         message = MSG_BYPASSED if self.granular else entry.message
         workloads = self.cache.workloads
         for key in parked:
-            self.lifecycle.set_pending(workloads[key], entry.reason, message)
+            other = workloads[key]
+            if _changes(other, entry.reason, message):
+                other.trace = trace.equivalent(self.cycles, entry.reason, entry.rec.key)
+            self.lifecycle.set_pending(other, entry.reason, message)
         return True
+
+
+def _changes(rec: WorkloadRecord, reason: str, message: str) -> bool:
+    """Whether setting this pending reason and message changes the Workload's status."""
+    cond = rec.conditions.get(QUOTA_RESERVED)
+    return cond is None or cond.status != "False" or (cond.reason, cond.message) != (reason, message)
 
 
 def classical_order(entries: list[Entry], by_priority: bool) -> list[Entry]:

@@ -73,6 +73,9 @@ class WorkloadRecord:
     check_rejected: bool = False
     # status.requeueState.requeueAt: not queued before this time (a retried check's backoff).
     requeue_at_ms: int | None = None
+    # What the scheduler found for it in the cycle that last changed its status
+    # (admission/trace.py); handed to the next decision about it, then dropped.
+    trace: dict[str, Any] | None = None
 
     @property
     def active(self) -> bool:

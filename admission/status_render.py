@@ -92,12 +92,15 @@ class DecisionOutbox:
             if rec is None:
                 continue
             status = workload_status(rec)
+            # A trace goes out with the status change it explains, or not at all.
+            trace, rec.trace = rec.trace, None
             if status == rec.last_status:
                 continue
             rec.last_status = status
             cond = rec.conditions.get(QUOTA_RESERVED)
             message = cond.message if cond else ""
-            out.append(Decision(ObjectRef("Workload", key[0], key[1]), rec.last_action, status, message))
+            ref = ObjectRef("Workload", key[0], key[1])
+            out.append(Decision(ref, rec.last_action, status, message, trace))
         self.changed.clear()
         if fair_sharing is not None:
             out += self._node_status_changes(fair_sharing)

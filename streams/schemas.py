@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
 from kueuestream.streams.codec import contains_float, normalize_manifest
@@ -180,6 +189,15 @@ class DecisionRecord(_Record):
     message: str = ""
     cause: Cause
     index: NonNegativeInt
+    # The decision trace (admission/trace.py); left out of the record when there is none.
+    trace: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_trace(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("trace") is None:
+            data.pop("trace", None)
+        return data
 
     @classmethod
     def from_decision(cls, decision: Decision, cause: Cause, index: int) -> DecisionRecord:
@@ -190,6 +208,7 @@ class DecisionRecord(_Record):
             message=decision.message,
             cause=cause,
             index=index,
+            trace=decision.trace,
         )
 
     @classmethod
@@ -203,6 +222,7 @@ class DecisionRecord(_Record):
             action=self.action,
             status=self.status,
             message=self.message,
+            trace=self.trace,
         )
 
 

@@ -1,0 +1,338 @@
+"""``kueuestream explain NAMESPACE/NAME LOG``: one Workload's history, read from the log.
+
+The timeline is read, not recomputed: the Workload's inputs from
+``kueue.admission`` (created, queued, deleted) and its decisions from
+``kueue.decisions``, each carrying the status Kueue would write and, where a
+scheduling cycle made it, the decision trace (``admission/trace.py``). A
+decision is written only when the Workload's status changes, so a stretch of
+waiting for one reason is one entry; its cycle range runs from the cycle
+that set the reason to the cycle before the next entry's (for the last
+entry, to the last cycle the shard recorded).
+
+``wouldAdmit`` comes from the last trace of a Workload still waiting: for
+each flavor whose only problem is quota, how much more nominal quota its
+ClusterQueue needs per resource for the first pod set that does not fit, and
+the running Workloads whose finishing would let it in.
+
+A log that lost records in ``kueue.admission`` or ``kueue.decisions`` (a
+damaged embedded log), or a record of this Workload that cannot be read, is
+an error: the timeline would have a hole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kueuestream.admission.events import Action, EventType
+from kueuestream.admission.timefmt import rfc3339
+from kueuestream.agents.audit.replay import open_log, read_partition
+from kueuestream.agents.log_entries import decode_entry
+from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams import codec
+from kueuestream.streams.codec import DecodeError
+from kueuestream.streams.file_log import FileLog
+from kueuestream.streams.kafka_settings import KafkaSettings
+from kueuestream.streams.log import Log
+from kueuestream.streams.schemas import DecisionRecord
+from kueuestream.streams.topics import decision_key
+
+
+class ExplainError(Exception):
+    """``explain`` cannot answer; the message says why."""
+
+
+class UnknownWorkload(ExplainError):
+    """The log has no Workload of that name; ``closest`` holds the nearest names it has."""
+
+    def __init__(self, namespace: str, name: str, closest: Sequence[str]) -> None:
+        self.closest = list(closest)
+        hint = f"; closest: {', '.join(self.closest)}" if self.closest else ""
+        super().__init__(f"Workload {namespace}/{name}: not in the log{hint}")
+
+
+class DamagedLog(ExplainError):
+    """The log lost records, or holds one that cannot be read, so the timeline would be wrong."""
+
+
+@dataclass(slots=True)
+class _Found:
+    inputs: list[tuple[int, str, dict[str, Any] | None]] = field(default_factory=list)
+    decisions: list[DecisionRecord] = field(default_factory=list)
+    # The last cycle each shard recorded in a trace.
+    last_cycle: dict[str, int] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
+
+
+def explain_json(
+    log: str, namespace: str, name: str, *, prefix: str = "", kafka: KafkaSettings | None = None
+) -> dict[str, object]:
+    """The Workload's ``{"workload", "timeline", "wouldAdmit"}`` from LOG (a folder or ``kafka://``).
+
+    Raises :class:`UnknownWorkload` for a name the log does not have and
+    :class:`DamagedLog` for a log with lost or unreadable records; a log that
+    cannot be opened raises ``LogError`` or ``OSError``.
+    """
+    found = asyncio.run(_read(log, TopicNames(prefix), namespace, name, kafka))
+    if not found.inputs and not found.decisions:
+        wanted = f"{namespace}/{name}"
+        raise UnknownWorkload(namespace, name, difflib.get_close_matches(wanted, sorted(found.names), n=3))
+    timeline = _timeline(found)
+    return {
+        "workload": {"namespace": namespace, "name": name},
+        "timeline": timeline,
+        "wouldAdmit": would_admit(timeline),
+    }
+
+
+async def _read(
+    spec: str, names: TopicNames, namespace: str, name: str, kafka: KafkaSettings | None
+) -> _Found:
+    found = _Found()
+    async with open_log(spec, kafka) as log:
+        if isinstance(log, FileLog):
+            lost = [gap for gap in log.lost_sync() if gap.topic in (names.admission, names.decisions)]
+            if lost:
+                raise DamagedLog(f"the log lost records, so the timeline would be incomplete: {lost[0]}")
+        topics = await log.topics()
+        if names.admission in topics:
+            await _read_inputs(log, names.admission, namespace, name, found)
+        if names.decisions in topics:
+            await _read_decisions(log, names.decisions, namespace, name, found)
+    return found
+
+
+async def _read_inputs(log: Log, topic: str, namespace: str, name: str, found: _Found) -> None:
+    needle = f'"name":"{name}"'.encode()
+    for p in range(await log.partitions(topic)):
+        for record in await read_partition(log, topic, p):
+            if needle not in record.value:
+                continue
+            try:
+                entry = decode_entry(record.value)
+            except DecodeError as exc:
+                raise DamagedLog(f"{topic} partition {p} offset {record.offset}: {exc}") from exc
+            if entry.kind != "Workload":
+                continue
+            found.names.add(f"{entry.namespace}/{entry.name}")
+            if (entry.namespace, entry.name) == (namespace, name) and not entry.origin.stream.startswith(
+                "admission/"
+            ):
+                found.inputs.append((entry.time_ms, entry.type.value, entry.object))
+
+
+async def _read_decisions(log: Log, topic: str, namespace: str, name: str, found: _Found) -> None:
+    key = decision_key(namespace, name)
+    for p in range(await log.partitions(topic)):
+        records = await read_partition(log, topic, p)
+        shards: set[str] = set()
+        for record in records:
+            if record.key and not record.key.startswith(b"/"):
+                found.names.add(record.key.decode(errors="replace"))
+            if record.key != key:
+                continue
+            try:
+                decision = codec.decode(record.value, DecisionRecord)
+            except DecodeError as exc:
+                raise DamagedLog(f"{topic} partition {p} offset {record.offset}: {exc}") from exc
+            if decision.ref.kind != "Workload":
+                continue
+            found.decisions.append(decision)
+            shards.add(decision.cause.shard)
+        # The shard's last recorded cycle: the newest trace of the partition from that shard.
+        for record in reversed(records):
+            if not shards:
+                break
+            if b'"trace":{' not in record.value:
+                continue
+            try:
+                decision = codec.decode(record.value, DecisionRecord)
+            except DecodeError:
+                continue
+            if decision.cause.shard in shards and decision.trace is not None:
+                found.last_cycle[decision.cause.shard] = int(decision.trace.get("cycle", 0))
+                shards.discard(decision.cause.shard)
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    for cond in status.get("conditions", []):
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+_EVENTS = {
+    Action.PENDING: ("Waiting", "QuotaReserved"),
+    Action.QUOTA_RESERVED: ("QuotaReserved", "QuotaReserved"),
+    Action.ADMITTED: ("Admitted", "Admitted"),
+    Action.EVICTED: ("Evicted", "Evicted"),
+    Action.REQUEUED: ("Requeued", "Requeued"),
+    Action.FINISHED: ("Finished", "Finished"),
+    Action.DELETED: ("Deleted", ""),
+    Action.REJECTED: ("Rejected", ""),
+}
+
+
+def _decision_entry(decision: DecisionRecord) -> dict[str, Any]:
+    event, condition = _EVENTS.get(decision.action, (decision.action.value, ""))
+    cond = _condition(decision.status, condition) if condition else {}
+    if decision.action == Action.REQUEUED and not cond:
+        cond = _condition(decision.status, "QuotaReserved")
+    entry: dict[str, Any] = {
+        "event": event,
+        "reason": cond.get("reason", ""),
+        "message": cond.get("message", decision.message),
+        "time": cond.get("lastTransitionTime", ""),
+    }
+    trace = decision.trace or {}
+    if decision.action == Action.EVICTED and trace.get("outcome") == "Preempted":
+        entry["event"] = "Preempted"
+        entry["preemptor"] = trace["preemptor"]
+        entry["policy"] = trace["policy"]
+    admission = decision.status.get("admission")
+    if admission and decision.action in (Action.ADMITTED, Action.QUOTA_RESERVED):
+        entry["clusterQueue"] = admission.get("clusterQueue", "")
+        entry["podSets"] = [
+            {
+                "name": ps.get("name", ""),
+                "flavors": ps.get("flavors", {}),
+                "resourceUsage": ps.get("resourceUsage", {}),
+            }
+            for ps in admission.get("podSetAssignments", [])
+        ]
+        entry["borrowing"] = int(trace.get("borrowing", 0))
+    if trace.get("victims"):
+        entry["victims"] = trace["victims"]
+    if "cycle" in trace:
+        entry["cycles"] = {"from": int(trace["cycle"]), "to": int(trace["cycle"])}
+    if trace:
+        entry["trace"] = trace
+        short = shortages(trace)
+        if short:
+            entry["short"] = short
+    entry["shard"] = decision.cause.shard
+    return entry
+
+
+def shortages(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every flavor and resource the trace found short of quota, with the numbers and the level."""
+    out: list[dict[str, Any]] = []
+    for ps in trace.get("podSets", []):
+        for short in ps.get("short", []):
+            flavor = ps.get("flavors", {}).get(short["resource"], "")
+            out.append({"podSet": ps["name"], "flavor": flavor, **short})
+        for group in ps.get("resourceGroups", []):
+            for tried in group["flavors"]:
+                for res in tried.get("resources", []):
+                    if not res.get("fits", True):
+                        out.append({"podSet": ps["name"], "flavor": tried["flavor"], **res})
+    return out
+
+
+def _timeline(found: _Found) -> list[dict[str, Any]]:
+    timeline: list[dict[str, Any]] = []
+    queue = ""
+    for time_ms, type_, obj in found.inputs:
+        if type_ == EventType.UPSERT.value and obj is not None and not timeline:
+            meta = obj.get("metadata", {})
+            spec = obj.get("spec", {})
+            queue = str(spec.get("queueName", ""))
+            timeline.append(
+                {
+                    "event": "Created",
+                    "reason": "",
+                    "message": f"Workload {meta.get('namespace', '')}/{meta.get('name', '')} created",
+                    "time": str(meta.get("creationTimestamp") or rfc3339(time_ms)),
+                }
+            )
+    decisions = [_decision_entry(d) for d in found.decisions]
+    cluster_queue = next(
+        (
+            str(e.get("clusterQueue") or e.get("trace", {}).get("clusterQueue", ""))
+            for e in decisions
+            if e.get("trace")
+        ),
+        "",
+    )
+    if timeline:
+        timeline.append(
+            {
+                "event": "Queued",
+                "reason": "",
+                "message": f"queued in LocalQueue {queue}"
+                + (f", ClusterQueue {cluster_queue}" if cluster_queue else ""),
+                "time": timeline[0]["time"],
+                "localQueue": queue,
+                "clusterQueue": cluster_queue,
+            }
+        )
+    # Each stretch runs until the next entry of the same shard starts.
+    for i, entry in enumerate(decisions):
+        cycles = entry.get("cycles")
+        if cycles is None:
+            continue
+        nxt = next((d["cycles"]["from"] for d in decisions[i + 1 :] if "cycles" in d), None)
+        if nxt is not None:
+            cycles["to"] = max(cycles["from"], nxt - 1) if entry["event"] == "Waiting" else cycles["from"]
+        elif entry["event"] == "Waiting":
+            cycles["to"] = max(cycles["from"], found.last_cycle.get(entry["shard"], cycles["from"]))
+    for i, entry in enumerate(decisions):
+        later = next((d["time"] for d in decisions[i + 1 :] if d["time"]), None)
+        if entry["event"] == "Waiting":
+            entry["until"] = later
+    return timeline + decisions
+
+
+def would_admit(timeline: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """What would let a waiting Workload in now, from its last trace; None unless it waits."""
+    if not timeline or timeline[-1]["event"] not in ("Waiting", "Queued", "Created", "Requeued"):
+        return None
+    last = timeline[-1]
+    trace: dict[str, Any] = last.get("trace", {})
+    out: dict[str, Any] = {"reason": last.get("reason", ""), "quotaIncrease": [], "finishing": []}
+    if "sameAs" in trace:
+        out["note"] = f"waits behind the equivalent Workload {trace['sameAs']}: explain that one"
+        return out
+    cq = str(trace.get("clusterQueue", ""))
+    for ps in trace.get("podSets", []):
+        if ps.get("short"):
+            flavors = ps.get("flavors", {})
+            for short in ps["short"]:
+                _add(out["quotaIncrease"], cq, flavors.get(short["resource"], ""), short)
+        for group in ps.get("resourceGroups", []):
+            for tried in group["flavors"]:
+                if tried.get("problem"):
+                    continue
+                for res in tried.get("resources", []):
+                    if not res.get("fits", True):
+                        _add(out["quotaIncrease"], cq, tried["flavor"], res)
+        if ps.get("notCovered"):
+            out["note"] = (
+                f"pod set {ps['name']} requests {', '.join(ps['notCovered'])}, which ClusterQueue {cq} "
+                "covers in no resource group: no quota increase helps"
+            )
+    out["finishing"] = list(trace.get("finishing", []))
+    if not out["quotaIncrease"] and not out["finishing"] and "note" not in out:
+        out["note"] = "not a matter of quota: " + (
+            last.get("message") or last.get("reason") or "no attempt yet"
+        )
+    return out
+
+
+def _add(options: list[dict[str, Any]], cq: str, flavor: str, short: dict[str, Any]) -> None:
+    for option in options:
+        if option["flavor"] == flavor:
+            option["resources"][short["resource"]] = short["short"]
+            return
+    options.append(
+        {
+            "clusterQueue": cq,
+            "flavor": flavor,
+            "resources": {short["resource"]: short["short"]},
+            "level": short.get("level", ""),
+            "levelName": short.get("levelName", ""),
+        }
+    )
