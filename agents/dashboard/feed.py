@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import orjson
 
@@ -20,8 +19,9 @@ from kueuestream.agents.dashboard.history import History
 from kueuestream.agents.dashboard.snapshot import snapshot
 from kueuestream.streams.schemas import DecisionRecord
 
-Explain = Callable[[str, str], dict[str, Any]]
-"""``(namespace, name) -> explain JSON``; raises for an unknown name or a damaged log."""
+Explain = Callable[[str, str], dict[str, object]]
+"""``(namespace, name) -> explain JSON``, raising as
+:func:`~kueuestream.agents.audit.explain.explain_json` does."""
 
 
 class DashboardFeed:

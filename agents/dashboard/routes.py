@@ -3,7 +3,8 @@
 - ``/dashboard`` (and ``/dashboard/``): the page; ``/dashboard/assets/NAME``: its
   script and style sheet, read from the package;
 - ``/dashboard/api/state``: the current state (:mod:`kueuestream.agents.dashboard.snapshot`);
-- ``/dashboard/api/workloads/NAMESPACE/NAME``: the Workload's ``explain`` JSON;
+- ``/dashboard/api/workloads/NAMESPACE/NAME``: the Workload's ``explain`` JSON
+  (:func:`kueuestream.agents.audit.explain.explain_json`);
 - ``/dashboard/events``: server-sent events, one ``state`` event with the whole
   state each time it changes (the first at once), and a comment line every
   :data:`KEEPALIVE_SECONDS` so proxies keep the connection.
@@ -17,8 +18,11 @@ from urllib.parse import unquote
 
 import orjson
 
+from kueuestream.agents.audit.explain import ExplainError, UnknownWorkload
 from kueuestream.agents.dashboard.feed import DashboardFeed
 from kueuestream.agents.metrics.http_endpoint import Answer, Query, Route, Stream
+from kueuestream.streams.kafka_urls import redact_text
+from kueuestream.streams.log import LogError
 
 PREFIX = "/dashboard"
 KEEPALIVE_SECONDS = 15.0
@@ -75,9 +79,13 @@ def dashboard_route(feed: DashboardFeed) -> Route:
 
 
 def workload(feed: DashboardFeed, namespace: str, name: str) -> Answer:
+    """The Workload's ``explain`` JSON; 404 naming the closest names for an unknown one, 500 with
+    the reason for a log that cannot be read (a damaged log never gives a timeline)."""
     if feed.explain is None:
-        return _json(501, {"error": "this process has no log to explain Workloads from"})
+        return _json(404, {"error": "this process has no log to explain Workloads from"})
     try:
         return _json(200, feed.explain(namespace, name))
-    except Exception as exc:  # an unknown name or a damaged log: shown on the page, never fatal
-        return _json(404 if type(exc).__name__ == "UnknownWorkloadError" else 500, {"error": str(exc)})
+    except UnknownWorkload as exc:
+        return _json(404, {"error": str(exc), "closest": exc.closest})
+    except (ExplainError, LogError, OSError) as exc:
+        return _json(500, {"error": redact_text(str(exc))})

@@ -6,6 +6,7 @@ import sys
 
 from prometheus_client import CollectorRegistry
 
+from kueuestream.agents.audit.explain import explain_json
 from kueuestream.agents.dashboard.feed import DashboardFeed
 from kueuestream.agents.dashboard.follower import LogFollower
 from kueuestream.agents.dashboard.routes import PREFIX, dashboard_route
@@ -25,7 +26,11 @@ def serve_log(
 ) -> int:
     """Follow the log ``spec`` and serve its dashboard until SIGTERM or SIGINT; 0, or 2 if the port
     cannot be used."""
-    feed = DashboardFeed(redact_text(spec))
+
+    def explain(namespace: str, name: str) -> dict[str, object]:
+        return explain_json(spec, namespace, name, prefix=prefix, kafka=kafka)
+
+    feed = DashboardFeed(redact_text(spec), explain)
     follower = LogFollower(spec, feed, prefix=prefix, kafka=kafka)
     try:
         endpoint = MetricsEndpoint(CollectorRegistry(), lambda: follower.read_once, host=address, port=port)

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry
 
+from kueuestream.agents.audit.explain import explain_json
 from kueuestream.agents.audit.pending import pending_json
 from kueuestream.agents.cli.main import main
 from kueuestream.agents.dashboard.feed import DashboardFeed
@@ -199,3 +200,27 @@ def test_the_command_names_what_is_wrong_with_its_arguments(tmp_path: Path) -> N
     )
     code, _, err = cli("dashboard", str(tmp_path), "--port", "70000")
     assert (code, err) == (2, "error: --port 70000: a port is 0 to 65535 (0: any free port)\n")
+
+
+def test_a_workload_page_answers_its_explain_timeline_and_names_the_closest_for_a_typo(
+    tmp_path: Path,
+) -> None:
+    log, _, _ = record(tmp_path / "log")
+    log.close_sync()
+    spec = str(tmp_path / "log")
+    feed = DashboardFeed(spec, lambda ns, name: explain_json(spec, ns, name))
+    endpoint = MetricsEndpoint(CollectorRegistry(), lambda: True, host="127.0.0.1")
+    attach(endpoint, feed)
+    endpoint.start()
+    try:
+        status, kind, body = _get(endpoint.port, "/dashboard/api/workloads/team-a/train-llm")
+        assert (status, kind) == (200, "application/json")
+        assert orjson.loads(body) == explain_json(spec, "team-a", "train-llm")
+        status, _, body = _get(endpoint.port, "/dashboard/api/workloads/team-a/train-lm")
+        answer = orjson.loads(body)
+        assert status == 404 and "team-a/train-llm" in answer["closest"], answer
+        assert answer["error"].startswith("Workload team-a/train-lm: not in the log")
+        assert _get(endpoint.port, "/dashboard/api/workloads/team-a")[0] == 404
+    finally:
+        feed.close()
+        endpoint.stop()

@@ -12,7 +12,7 @@ function el(tag, attrs, ...children) {
     else if (key === "style") node.setAttribute("style", value);
     else node.setAttribute(key, value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined) continue;
     node.append(typeof child === "string" || typeof child === "number" ? String(child) : child);
   }
@@ -71,7 +71,7 @@ function cqCard(cq) {
 function treeNode(node, cqs, cohorts) {
   if (node.kind === "ClusterQueue") return cqs[node.name] ? cqCard(cqs[node.name]) : null;
   const cohort = cohorts[node.name] || {};
-  const share = cohort.parent ? "weighted share " + cohort.weightedShare + (cohort.dominantResource ? " (" + cohort.dominantResource + ")" : "") : "root";
+  const share = cohort.parent ? "weighted share " + cohort.weightedShare + (cohort.dominantResource ? " (" + cohort.dominantResource + ")" : "") : "root Cohort";
   return el("div", { class: "cohort", "data-cohort": node.name },
     el("div", { class: "title" }, "Cohort " + node.name, el("span", { class: "meta", "data-share": "cohort/" + node.name }, share)),
     node.children.map((child) => treeNode(child, cqs, cohorts)));
@@ -118,7 +118,7 @@ function pendingTable(cq) {
   const more = cq.pendingQueued > cq.pendingShown ? el("p", { class: "meta" }, "first " + cq.pendingShown + " of " + cq.pendingQueued + " queued") : null;
   const header = ["#", "workload", "priority", "local queue", "reason", "message"].map((h) => el("th", {}, h));
   return el("div", { "data-pending-cq": cq.name },
-    el("h3", {}, cq.name + " (" + cq.pendingWorkloads + " pending)"),
+    el("h3", {}, "ClusterQueue " + cq.name + " (" + cq.pendingWorkloads + " pending)"),
     cq.pending.length ? el("table", {}, el("thead", {}, el("tr", {}, header)), el("tbody", {}, rows)) : el("p", { class: "meta" }, "none"),
     more);
 }
@@ -131,7 +131,10 @@ function renderOverview() {
   document.getElementById("recent").replaceChildren(...state.recent.map((h) =>
     el("li", { "data-recent": h.kind + " " + h.namespace + "/" + h.name }, time(h.timeMs) + " " + h.kind + " ", workloadLink(h.namespace, h.name),
       h.clusterQueue ? " in " + h.clusterQueue : "", h.reason ? " (" + h.reason + ")" : "")));
-  document.getElementById("pending").replaceChildren(...state.clusterQueues.map(pendingTable));
+  const waiting = state.clusterQueues.filter((cq) => cq.pendingWorkloads > 0 || cq.pending.length > 0);
+  const idle = state.clusterQueues.filter((cq) => !waiting.includes(cq)).map((cq) => cq.name);
+  document.getElementById("pending").replaceChildren(...waiting.map(pendingTable),
+    idle.length ? el("p", { class: "meta", "data-no-pending": idle.join(" ") }, "nothing pending in " + idle.join(", ")) : null);
 }
 
 function render() {
@@ -147,9 +150,39 @@ function render() {
 
 // --- one Workload --------------------------------------------------------------------
 
+function shortText(s) {
+  const where = s.level + (s.levelName ? " " + s.levelName : "");
+  return (s.podSet ? s.podSet + ": " : "") + s.resource + (s.flavor ? " in " + s.flavor : "") + " short by " + s.short +
+    " at " + where + " (requested " + s.requested + ", available " + s.available + " of " + s.capacity + ")";
+}
+
 function details(entry) {
-  const rest = Object.entries(entry).filter(([k]) => !["event", "reason", "message"].includes(k));
-  return rest.map(([k, v]) => k + "=" + (typeof v === "object" ? JSON.stringify(v) : String(v))).join("  ");
+  const out = [];
+  if (entry.cycles) out.push(el("div", {}, "cycles " + entry.cycles.from + (entry.cycles.to !== entry.cycles.from ? "–" + entry.cycles.to : "")));
+  for (const s of entry.short || []) out.push(el("div", { "data-short": s.resource }, shortText(s)));
+  for (const [key, value] of Object.entries(entry)) {
+    if (["event", "reason", "message", "time", "cycles", "short", "trace"].includes(key) || value === null) continue;
+    out.push(el("div", {}, key + ": " + (typeof value === "object" ? JSON.stringify(value) : String(value))));
+  }
+  if (entry.trace) out.push(el("details", {}, el("summary", {}, "decision trace"), el("pre", {}, JSON.stringify(entry.trace, null, 2))));
+  return out;
+}
+
+function wouldAdmit(would) {
+  if (!would) return [el("p", { class: "meta" }, "nothing: it is not waiting for quota")];
+  const out = [];
+  for (const q of would.quotaIncrease || []) {
+    const amounts = Object.entries(q.resources).map(([r, v]) => r + " +" + v).join(", ");
+    out.push(el("li", { "data-would": "quota" }, "raise the nominal quota of ClusterQueue " + q.clusterQueue + " in flavor " + q.flavor + " by " + amounts));
+  }
+  if (would.note) out.push(el("li", { "data-would": "note" }, would.note));
+  if ((would.finishing || []).length) {
+    out.push(el("li", { "data-would": "finishing" }, "or wait for these to finish: ", would.finishing.flatMap((w, i) => {
+      const [ns, name] = w.split("/");
+      return i ? [", ", workloadLink(ns, name)] : [workloadLink(ns, name)];
+    })));
+  }
+  return [el("ul", {}, out), el("details", {}, el("summary", {}, "JSON"), el("pre", {}, JSON.stringify(would, null, 2)))];
 }
 
 async function showWorkload(ns, name) {
@@ -168,8 +201,9 @@ async function showWorkload(ns, name) {
   }
   problem.hidden = true;
   body.replaceChildren(...(data.timeline || []).map((entry) => el("tr", { "data-event": entry.event },
-    el("td", {}, String(entry.event)), el("td", {}, String(entry.reason || "")), el("td", {}, String(entry.message || "")), el("td", {}, details(entry)))));
-  would.replaceChildren(el("pre", { id: "would-admit-json" }, JSON.stringify(data.wouldAdmit, null, 2)));
+    el("td", {}, entry.time || ""), el("td", {}, String(entry.event)), el("td", {}, String(entry.reason || "")),
+    el("td", {}, String(entry.message || "")), el("td", {}, details(entry)))));
+  would.replaceChildren(...wouldAdmit(data.wouldAdmit));
   document.getElementById("workload").dataset.loaded = ns + "/" + name;
 }
 
