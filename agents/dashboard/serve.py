@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from kueuestream.agents.audit.explain import explain_json
 from kueuestream.agents.dashboard.feed import DashboardFeed
 from kueuestream.agents.dashboard.follower import LogFollower
+from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.routes import PREFIX, dashboard_route
 from kueuestream.agents.embedded.stop_signals import StopRequest
 from kueuestream.agents.metrics.http_endpoint import MetricsEndpoint
@@ -19,6 +20,29 @@ from kueuestream.streams.kafka_urls import redact_text
 def attach(endpoint: MetricsEndpoint, feed: DashboardFeed) -> None:
     """Serve ``feed`` at ``/dashboard`` on ``endpoint``."""
     endpoint.route(PREFIX, dashboard_route(feed))
+
+
+def worker_dashboard(endpoint: MetricsEndpoint, kafka: KafkaSettings, prefix: str) -> LiveDashboard:
+    """The dashboard of a worker's shards on its endpoint; a Workload's timeline is read from Kafka."""
+    spec = f"kafka://{kafka.brokers[0]}"
+
+    def explain(namespace: str, name: str) -> dict[str, object]:
+        return explain_json(spec, namespace, name, prefix=prefix, kafka=kafka)
+
+    feed = DashboardFeed(f"the shards this worker holds, of {redact_text(spec)}", explain)
+    attach(endpoint, feed)
+    return LiveDashboard(feed)
+
+
+def run_dashboard(endpoint: MetricsEndpoint, log_dir: str) -> LiveDashboard:
+    """The dashboard of ``run --kubeconfig``'s engines on its endpoint; timelines read from ``log_dir``."""
+
+    def explain(namespace: str, name: str) -> dict[str, object]:
+        return explain_json(log_dir, namespace, name)
+
+    feed = DashboardFeed(f"run, log in {log_dir}", explain)
+    attach(endpoint, feed)
+    return LiveDashboard(feed)
 
 
 def serve_log(

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import TextIO
 
 from kueuestream.admission.engine import Engine
+from kueuestream.agents.dashboard.live import LiveDashboard
+from kueuestream.agents.dashboard.serve import run_dashboard
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.runtime import describe_decision, describe_error, now_ms
 from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
@@ -94,6 +96,8 @@ class EmbeddedCluster:
     ) -> None:
         self.conn = conn
         self.metrics = metrics
+        # With --metrics-port: the dashboard of the engines, set once the endpoint serves it.
+        self.dashboard: LiveDashboard | None = None
         self.shadow = shadow
         self.log = log
         self.on_decision = on_decision
@@ -162,6 +166,9 @@ class EmbeddedCluster:
     def _measure(self) -> None:
         if self.metrics is not None:
             self.metrics.update(self.engines(), self._fresh)
+        if self.dashboard is not None:
+            self.dashboard.note(self._fresh)
+            self.dashboard.publish(self.engines())
 
     def engines(self) -> list[Engine]:
         """The engines of every shard, by partition and shard."""
@@ -292,9 +299,11 @@ class Observed(Served):
         self.series = KueueSeries(self.registry)
 
     def watch(self, runtime: EmbeddedCluster, watcher: Watcher) -> None:
-        """Report on ``runtime``: ready once ``watcher`` has processed its first full list."""
+        """Report on ``runtime``: ready once ``watcher`` has processed its first full list; its
+        dashboard at ``/dashboard``, with timelines read from its log."""
         self.positions = runtime.positions
         self.ready = watcher.synced.is_set
+        runtime.dashboard = run_dashboard(self.endpoint, str(runtime.log.directory))
 
 
 async def _run(
