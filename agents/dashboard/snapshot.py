@@ -21,13 +21,11 @@ from fractions import Fraction
 from typing import Any
 
 from kueuestream.admission import drs
-from kueuestream.admission.cluster_queue_status import cluster_queue_status
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.quantity import resource_quantity
 from kueuestream.admission.quota import QuotaNode
-from kueuestream.admission.state import Phase, WorkloadRecord
-from kueuestream.admission.status import ADMITTED, QUOTA_RESERVED
-from kueuestream.admission.status_render import workload_status
+from kueuestream.admission.state import Phase
+from kueuestream.admission.status import ADMITTED
 from kueuestream.agents.audit.pending import cluster_queue_items, queue_order
 from kueuestream.agents.cli.drs import TABLE_PLACES, rounded
 
@@ -42,40 +40,6 @@ def amount(resource: str, value: int) -> float:
 def share_text(value: Fraction | None) -> str:
     """A weighted share as ``kueuestream drs`` prints it: 3 decimals, or +Inf."""
     return "+Inf" if value is None else rounded(value, TABLE_PLACES)
-
-
-def _condition(status: Mapping[str, Any], type_: str) -> dict[str, Any]:
-    for cond in status.get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == type_:
-            return cond
-    return {}
-
-
-def workload_state(rec: WorkloadRecord) -> str:
-    """Admitted, QuotaReserved (waiting for admission checks), Evicting, Pending or Finished."""
-    if rec.phase == Phase.FINISHED:
-        return "Finished"
-    if rec.phase == Phase.ADMITTED:
-        if rec.evicting:
-            return "Evicting"
-        return "Admitted" if rec.conditions.is_true(ADMITTED) else QUOTA_RESERVED
-    return "Pending"
-
-
-def _workload_row(rec: WorkloadRecord) -> dict[str, Any]:
-    status = workload_status(rec)
-    reserved = _condition(status, QUOTA_RESERVED)
-    row: dict[str, Any] = {
-        "namespace": rec.key[0],
-        "name": rec.key[1],
-        "localQueue": rec.obj.spec.queue_name,
-        "clusterQueue": rec.cluster_queue,
-        "priority": rec.priority,
-        "state": workload_state(rec),
-        "reason": str(reserved.get("reason") or ""),
-        "message": str(reserved.get("message") or ""),
-    }
-    return row
 
 
 def _written(manifest: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
@@ -154,6 +118,21 @@ def _pending(engine: Engine, name: str) -> tuple[int, list[dict[str, Any]]]:
     return len(order), cluster_queue_items(order, LIST_LIMIT, 0)
 
 
+def _counts(engine: Engine) -> dict[str, list[int]]:
+    """Per ClusterQueue: pending, reserving and admitted Workloads, counted as
+    :func:`~kueuestream.admission.cluster_queue_status.cluster_queue_status` counts them, in one pass."""
+    counts: dict[str, list[int]] = {}
+    for rec in engine.workloads.values():
+        if rec.cluster_queue and rec.phase in (Phase.PENDING, Phase.ADMITTED):
+            row = counts.setdefault(rec.cluster_queue, [0, 0, 0])
+            if rec.phase == Phase.PENDING:
+                row[0] += 1
+            else:
+                row[1] += 1
+                row[2] += rec.conditions.is_true(ADMITTED)
+    return counts
+
+
 def snapshot(engines: Iterable[Engine]) -> dict[str, Any]:
     """The dashboard's state: the Cohort trees, every ClusterQueue and Cohort, the latest event time."""
     cluster_queues: dict[str, dict[str, Any]] = {}
@@ -163,32 +142,26 @@ def snapshot(engines: Iterable[Engine]) -> dict[str, Any]:
     for engine in engines:
         now_ms = max(now_ms, engine.now_ms)
         weights = drs.flavor_weights(engine.flavors)
-        admitted: dict[str, list[WorkloadRecord]] = {}
-        for key in sorted(engine.workloads):
-            rec = engine.workloads[key]
-            if rec.phase == Phase.ADMITTED and rec.cluster_queue:
-                admitted.setdefault(rec.cluster_queue, []).append(rec)
+        counts = _counts(engine)
         for name in sorted(engine.cqs):
             if name in cluster_queues:
                 continue
             cq = engine.cqs[name]
-            counts = cluster_queue_status(cq, engine.workloads.values())
-            pending_count, pending = _pending(engine, name)
-            running = admitted.get(name, [])
+            pending_count, reserving, admitted_count = counts.get(name, [0, 0, 0])
+            queued, pending = _pending(engine, name)
             node = cq.node
             cluster_queues[name] = {
                 "name": name,
                 "cohort": node.parent.name if node.parent is not None else None,
                 "inactiveReason": cq.inactive_reason,
-                "pendingWorkloads": counts["pendingWorkloads"],
-                "reservingWorkloads": counts["reservingWorkloads"],
-                "admittedWorkloads": counts["admittedWorkloads"],
+                "pendingWorkloads": pending_count,
+                "reservingWorkloads": reserving,
+                "admittedWorkloads": admitted_count,
                 **_node(drs.explain(node, weights)),
                 "resources": _resources(engine, name),
                 "pending": pending,
                 "pendingShown": len(pending),
-                "pendingQueued": pending_count,
-                "admitted": [_workload_row(rec) for rec in running[:LIST_LIMIT]],
+                "pendingQueued": queued,
             }
             root = node.root
             roots.setdefault((root.is_cluster_queue, root.name), _tree(root))
