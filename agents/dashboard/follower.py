@@ -101,6 +101,7 @@ class LogFollower:
                 raise LogError(f"no embedded log at {self.spec} (expected a directory, or kafka://HOST:PORT)")
             signature = self._folder_signature()
             if signature == self._signature and not self.error:
+                self._published([])
                 return
             async with open_log(self.spec) as log:
                 decisions = await self.read_new(log)
@@ -111,7 +112,7 @@ class LogFollower:
         self._published(decisions)
 
     def _published(self, decisions: list[DecisionRecord], error: str = "") -> None:
-        if decisions or error != self.error or not self.read_once:
+        if decisions or error != self.error or not self.read_once or self.feed.stale:
             self.error = error
             self.read_once = True
             self.feed.publish(self.engines(), decisions, error)

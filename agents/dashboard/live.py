@@ -29,7 +29,7 @@ class LiveDashboard:
         engines = list(engines)
         # The engines held, their clocks and cycles: what changes with any record applied.
         seen = tuple((id(e), e.now_ms, e.cycles) for e in engines)
-        if not self._decisions and seen == self._seen:
+        if not self._decisions and seen == self._seen and not self.feed.stale:
             return
         decisions, self._decisions = self._decisions, []
         self._seen = seen

@@ -164,7 +164,8 @@ def snapshot(engines: Iterable[Engine]) -> dict[str, Any]:
                 "pendingQueued": queued,
             }
             root = node.root
-            roots.setdefault((root.is_cluster_queue, root.name), _tree(root))
+            if (root.is_cluster_queue, root.name) not in roots:
+                roots[(root.is_cluster_queue, root.name)] = _tree(root)
         for name in sorted(engine.cohorts):
             if name not in cohorts:
                 node = engine.cohorts[name]
