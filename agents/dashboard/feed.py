@@ -20,6 +20,8 @@ from kueuestream.agents.dashboard.history import History
 from kueuestream.agents.dashboard.snapshot import snapshot
 from kueuestream.streams.schemas import DecisionRecord
 
+SLOW_SECONDS = 0.05
+
 Explain = Callable[[str, str], dict[str, object]]
 """``(namespace, name) -> explain JSON``, raising as
 :func:`~kueuestream.agents.audit.explain.explain_json` does."""
@@ -44,10 +46,11 @@ class DashboardFeed:
     ) -> None:
         """Count ``decisions`` (in the order made) and take the engines' state.
 
-        Taking the state of a large backlog takes a while; it is taken again
-        only once twice that long has passed, so the pipeline keeps at least
-        two thirds of its time. Until then the feed is :attr:`stale`, and the
-        owner publishes again (with no decisions) at its next pause.
+        Taking the state of a large backlog takes a while; when that was over
+        :data:`SLOW_SECONDS`, it is taken again only once twice that long has
+        passed, so the pipeline keeps at least two thirds of its time. Until
+        then the feed is :attr:`stale`, and the owner publishes again (with no
+        decisions) at its next pause.
         """
         self.history.add(decisions)
         began = time.monotonic()
@@ -69,7 +72,8 @@ class DashboardFeed:
                 self._body = orjson.dumps(state)
                 self._changed.notify_all()
         done = time.monotonic()
-        self._next_build = done + 2 * (done - began)
+        took = done - began
+        self._next_build = done + 2 * took if took > SLOW_SECONDS else 0.0
 
     def current(self) -> tuple[int, bytes]:
         with self._changed:

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from kueuestream.admission.engine import Engine
 from kueuestream.agents.admission import AdmissionHandler
@@ -34,6 +36,7 @@ from kueuestream.streams.schemas import DecisionRecord
 POLL_SECONDS = 0.5
 
 Signature = tuple[tuple[str, int, int], ...]
+T = TypeVar("T")
 
 
 class LogFollower:
@@ -56,6 +59,8 @@ class LogFollower:
         self.error = ""
         self.read_once = False
         self._signature: Signature | None = None
+        # Held while records are fed and while another thread reads the engines.
+        self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dashboard-follower", daemon=True)
 
@@ -82,7 +87,8 @@ class LogFollower:
             if end <= start:
                 continue
             async for record in log.read(topic, p, start, until=end):
-                decisions += self.handler.feed(p, record.offset, record.value).decisions
+                with self.lock:
+                    decisions += self.handler.feed(p, record.offset, record.value).decisions
             self.next[p] = end
         return decisions
 
@@ -115,7 +121,13 @@ class LogFollower:
         if decisions or error != self.error or not self.read_once or self.feed.stale:
             self.error = error
             self.read_once = True
-            self.feed.publish(self.engines(), decisions, error)
+            with self.lock:
+                self.feed.publish(self.engines(), decisions, error)
+
+    def read(self, fn: Callable[[Sequence[Engine]], T]) -> T:
+        """``fn(engines)``, with the engines still while it runs (for the HTTP threads)."""
+        with self.lock:
+            return fn(self.engines())
 
     # --- following -------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.routes import PREFIX, dashboard_route
 from kueuestream.agents.embedded.stop_signals import StopRequest
 from kueuestream.agents.metrics.http_endpoint import MetricsEndpoint
+from kueuestream.agents.metrics.visibility import Scope, serve_visibility
 from kueuestream.streams.kafka_settings import KafkaSettings
 from kueuestream.streams.kafka_urls import redact_text
 
@@ -62,6 +63,8 @@ def serve_log(
         print(f"error: --port {port}: cannot listen on {address}: {exc.strerror}", file=sys.stderr)
         return 2
     attach(endpoint, feed)
+    # The visibility API's pending lists, from the same engines.
+    serve_visibility(endpoint, Scope(follower.read, lambda: f" in {redact_text(spec)}"))
     with StopRequest() as stop:
         follower.start()
         endpoint.start()

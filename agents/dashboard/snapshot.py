@@ -29,7 +29,7 @@ from kueuestream.admission.status import ADMITTED
 from kueuestream.agents.audit.pending import cluster_queue_items, queue_order
 from kueuestream.agents.cli.drs import TABLE_PLACES, rounded
 
-LIST_LIMIT = 50
+LIST_LIMIT = 10
 
 
 def amount(resource: str, value: int) -> float:

@@ -85,6 +85,10 @@ def test_the_dashboard_in_chromium_shows_the_tables_a_timeline_and_live_changes(
             "rows => rows.map(r => r.dataset.pending)"
         )
         assert pending == ["team-a/train-llm", "team-a/sweep"]
+        # The whole list is at the visibility API's path on the same port.
+        visibility = "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/team-a/pendingworkloads"
+        answer = page.request.get(url.replace("/dashboard", visibility))
+        assert answer.ok and [i["metadata"]["name"] for i in answer.json()["items"]] == ["train-llm", "sweep"]
 
         # A Workload's timeline, opened from the pending list.
         page.click('[data-pending="team-a/train-llm"] a')

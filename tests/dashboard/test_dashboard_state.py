@@ -7,10 +7,12 @@ import contextlib
 import http.client
 import io
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from prometheus_client import CollectorRegistry
 
 from kueuestream.agents.audit.explain import explain_json
@@ -20,6 +22,7 @@ from kueuestream.agents.dashboard.feed import DashboardFeed
 from kueuestream.agents.dashboard.follower import LogFollower
 from kueuestream.agents.dashboard.serve import attach
 from kueuestream.agents.metrics.http_endpoint import MetricsEndpoint
+from kueuestream.streams.schemas import DecisionRecord
 from tests.dashboard.scenario import FOLDERS, append, new_workload, record
 
 
@@ -224,3 +227,36 @@ def test_a_workload_page_answers_its_explain_timeline_and_names_the_closest_for_
     finally:
         feed.close()
         endpoint.stop()
+
+
+def test_a_slow_state_is_taken_again_only_after_twice_its_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state that took 0.1 s is not taken again at once; the decisions still count, and the next
+    publish once the pause has passed shows them."""
+    import kueuestream.agents.dashboard.feed as feed_module
+
+    def slow(engines: object) -> dict[str, Any]:
+        time.sleep(0.1)
+        return {"nowMs": 0, "roots": [], "clusterQueues": [], "cohorts": []}
+
+    feed = DashboardFeed("test")
+    monkeypatch.setattr(feed_module, "snapshot", slow)
+    feed.publish((), ())
+    version = feed.current()[0]
+    admitted = DecisionRecord.model_validate(
+        {
+            "ref": {"kind": "Workload", "namespace": "ns", "name": "w"},
+            "action": "QuotaReserved",
+            "status": {
+                "admission": {"clusterQueue": "cq"},
+                "conditions": [{"type": "QuotaReserved", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            },
+            "cause": {"shard": "s", "offset": 0},
+            "index": 0,
+        }
+    )
+    feed.publish((), [admitted])
+    assert feed.stale and feed.current()[0] == version
+    time.sleep(0.3)
+    feed.publish((), ())
+    assert not feed.stale
+    assert state(feed)["totals"]["admitted"] == 1 and feed.current()[0] == version + 1

@@ -115,7 +115,10 @@ function pendingTable(cq) {
     el("td", {}, String(w.positionInClusterQueue)), el("td", {}, workloadLink(w.metadata.namespace, w.metadata.name)),
     el("td", {}, String(w.priority)), el("td", {}, w.localQueueName + " #" + w.positionInLocalQueue),
     el("td", {}, w.reason), el("td", {}, w.message)));
-  const more = cq.pendingQueued > cq.pendingShown ? el("p", { class: "meta" }, "first " + cq.pendingShown + " of " + cq.pendingQueued + " queued") : null;
+  const all = "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/" + encodeURIComponent(cq.name) + "/pendingworkloads";
+  const more = cq.pendingQueued > cq.pendingShown
+    ? el("p", { class: "meta" }, "first " + cq.pendingShown + " of " + cq.pendingQueued + " queued: ", el("a", { href: all }, "all of them"))
+    : null;
   const header = ["#", "workload", "priority", "local queue", "reason", "message"].map((h) => el("th", {}, h));
   return el("div", { "data-pending-cq": cq.name },
     el("h3", {}, "ClusterQueue " + cq.name + " (" + cq.pendingWorkloads + " pending)"),
@@ -207,11 +210,33 @@ async function showWorkload(ns, name) {
   document.getElementById("workload").dataset.loaded = ns + "/" + name;
 }
 
+// A timeline is read from the whole log: while one is being read, later updates wait for it
+// and then ask once more, at most every two seconds.
+let reading = false;
+let readAgain = false;
+
+async function refreshWorkload() {
+  if (reading) {
+    readAgain = true;
+    return;
+  }
+  reading = true;
+  try {
+    await route();
+  } finally {
+    reading = false;
+    if (readAgain) {
+      readAgain = false;
+      setTimeout(refreshWorkload, 2000);
+    }
+  }
+}
+
 function route() {
   const match = location.hash.match(/^#\/workloads\/([^/]+)\/([^/]+)$/);
   document.getElementById("overview").hidden = !!match;
   document.getElementById("workload").hidden = !match;
-  if (match) showWorkload(decodeURIComponent(match[1]), decodeURIComponent(match[2]));
+  return match ? showWorkload(decodeURIComponent(match[1]), decodeURIComponent(match[2])) : Promise.resolve();
 }
 
 // --- live updates ----------------------------------------------------------------------
@@ -224,7 +249,7 @@ function connect() {
     live.textContent = "live";
     live.className = "live";
     render();
-    if (!document.getElementById("workload").hidden) route();
+    if (!document.getElementById("workload").hidden) refreshWorkload();
   });
   source.onerror = () => {
     live.textContent = "reconnecting";
