@@ -95,11 +95,12 @@ def _resources(engine: Engine, name: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _node(report: drs.NodeReport) -> dict[str, Any]:
-    share = report.share.weighted_share
+def _node(node: QuotaNode, weights: drs.Weights, cache: drs.ShareCache) -> dict[str, Any]:
+    """The weighted share and dominant resource, as :func:`~kueuestream.admission.drs.explain` gives them."""
+    share = drs.share(node, weights, cache)
     return {
-        "weightedShare": share_text(share) if report.parent else share_text(Fraction(0)),
-        "dominantResource": report.dominant_resource or None,
+        "weightedShare": share_text(share.weighted_share if node.parent else Fraction(0)),
+        "dominantResource": share.dominant_resource or None,
     }
 
 
@@ -142,6 +143,7 @@ def snapshot(engines: Iterable[Engine]) -> dict[str, Any]:
     for engine in engines:
         now_ms = max(now_ms, engine.now_ms)
         weights = drs.flavor_weights(engine.flavors)
+        cache = drs.ShareCache(weights)
         counts = _counts(engine)
         for name in sorted(engine.cqs):
             if name in cluster_queues:
@@ -157,7 +159,7 @@ def snapshot(engines: Iterable[Engine]) -> dict[str, Any]:
                 "pendingWorkloads": pending_count,
                 "reservingWorkloads": reserving,
                 "admittedWorkloads": admitted_count,
-                **_node(drs.explain(node, weights)),
+                **_node(node, weights, cache),
                 "resources": _resources(engine, name),
                 "pending": pending,
                 "pendingShown": len(pending),
@@ -172,7 +174,7 @@ def snapshot(engines: Iterable[Engine]) -> dict[str, Any]:
                 cohorts[name] = {
                     "name": name,
                     "parent": node.parent.name if node.parent is not None else None,
-                    **_node(drs.explain(node, weights)),
+                    **_node(node, weights, cache),
                 }
     return {
         "nowMs": now_ms,
