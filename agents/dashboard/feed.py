@@ -9,9 +9,11 @@ state bumps the version and wakes the server-sent-event streams.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import orjson
 
@@ -21,6 +23,8 @@ from kueuestream.agents.dashboard.snapshot import snapshot
 from kueuestream.streams.schemas import DecisionRecord
 
 SLOW_SECONDS = 0.05
+
+log = logging.getLogger(__name__)
 
 Explain = Callable[[str, str], dict[str, object]]
 """``(namespace, name) -> explain JSON``, raising as
@@ -37,6 +41,7 @@ class DashboardFeed:
         self._body = b""
         self._closed = False
         self._next_build = 0.0
+        self._last: dict[str, Any] = {"nowMs": 0, "roots": [], "clusterQueues": [], "cohorts": []}
         # Decisions were counted, or engines changed, since the state was last taken.
         self.stale = False
         self.publish((), ())
@@ -52,13 +57,20 @@ class DashboardFeed:
         then the feed is :attr:`stale`, and the owner publishes again (with no
         decisions) at its next pause.
         """
-        self.history.add(decisions)
         began = time.monotonic()
-        if began < self._next_build and not error:
-            self.stale = True
-            return
-        self.stale = False
-        state = snapshot(engines)
+        try:
+            self.history.add(decisions)
+            if began < self._next_build and not error:
+                self.stale = True
+                return
+            self.stale = False
+            state = snapshot(engines)
+            self._last = state
+        except Exception as exc:  # the page is never a reason for the pipeline to stop
+            log.exception("the dashboard could not take the engines' state")
+            state = dict(self._last)
+            error = f"the dashboard could not take the engines' state: {type(exc).__name__}: {exc}"
+        state = dict(state)
         state["source"] = self.source
         state["error"] = error
         state["chart"] = self.history.chart()

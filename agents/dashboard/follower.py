@@ -152,7 +152,7 @@ class LogFollower:
                             await self._pause()
                     continue
                 await self.poll()
-            except (LogError, OSError) as exc:
+            except Exception as exc:  # shown on the page; the follower keeps trying
                 self.report(exc)
             await self._pause()
 

@@ -260,3 +260,23 @@ def test_a_slow_state_is_taken_again_only_after_twice_its_time(monkeypatch: pyte
     feed.publish((), ())
     assert not feed.stale
     assert state(feed)["totals"]["admitted"] == 1 and feed.current()[0] == version + 1
+
+
+def test_a_state_that_cannot_be_taken_is_an_error_on_the_page_and_the_last_one_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kueuestream.agents.dashboard.feed as feed_module
+
+    log, _, _ = record(tmp_path / "log")
+    with log:
+        feed, follower = follow(tmp_path / "log")
+    before = state(feed)
+
+    def broken(engines: object) -> dict[str, Any]:
+        raise KeyError("team-a")
+
+    monkeypatch.setattr(feed_module, "snapshot", broken)
+    feed.publish(follower.engines(), [])
+    after = state(feed)
+    assert after["error"] == "the dashboard could not take the engines' state: KeyError: 'team-a'"
+    assert after["clusterQueues"] == before["clusterQueues"]
