@@ -14,7 +14,9 @@ dashboards and alerts written for Kueue read them unchanged:
   again counts again), ``kueue_quota_reserved_wait_time_seconds`` and
   ``kueue_admission_wait_time_seconds`` (from the Workload's creation, or its
   last requeue, to the reservation or the admission, both event times from the
-  log, as Kueue's ``QueuedWaitTime``) and ``kueue_evicted_workloads_total``.
+  log, as Kueue's ``QueuedWaitTime``), ``kueue_evicted_workloads_total`` and
+  ``kueue_preempted_workloads_total`` (per preempting ClusterQueue, read from
+  the preemptor path the ``Preempted`` condition's message carries).
 
 ``replica_role`` is ``standalone``: one process owns each shard it hosts.
 """
@@ -22,6 +24,7 @@ dashboards and alerts written for Kueue read them unchanged:
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -34,7 +37,7 @@ from prometheus_client.registry import Collector
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Action
 from kueuestream.admission.state import WorkloadRecord
-from kueuestream.admission.status import ADMITTED, EVICTED, QUOTA_RESERVED, REQUEUED
+from kueuestream.admission.status import ADMITTED, EVICTED, PREEMPTED, QUOTA_RESERVED, REQUEUED
 from kueuestream.admission.timefmt import parse_rfc3339
 from kueuestream.streams.schemas import DecisionRecord
 
@@ -79,6 +82,22 @@ def condition_reason(status: Mapping[str, Any], type_: str) -> str:
         if isinstance(cond, dict) and cond.get("type") == type_:
             return str(cond.get("reason") or "")
     return ""
+
+
+PREEMPTOR_PATH = re.compile(r"preemptor path: (/[^;]*);")
+
+
+def preempted(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(preempting ClusterQueue, reason)`` of a true ``Preempted`` condition, else None.
+
+    The preemptor's ClusterQueue is the last element of the preemptor path in the
+    message (Kueue's ``preemptionMessage``); ``""`` where the path is unknown.
+    """
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == PREEMPTED and cond.get("status") == "True":
+            found = PREEMPTOR_PATH.search(str(cond.get("message") or ""))
+            return (found.group(1).rsplit("/", 1)[-1] if found else ""), str(cond.get("reason") or "")
+    return None
 
 
 def admission_cluster_queue(status: Mapping[str, Any]) -> str:
@@ -196,6 +215,12 @@ class KueueSeries(Collector):
             ["cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"],
             registry=registry,
         )
+        self.preempted = Counter(
+            "kueue_preempted_workloads",
+            "The number of preempted workloads per 'preempting_cluster_queue'",
+            ["preempting_cluster_queue", "reason", "replica_role"],
+            registry=registry,
+        )
         self._gauges: dict[str, dict[tuple[str, ...], float]] = {name: {} for name in GAUGE_HELP}
         # Workloads counted as holding a reservation (QUOTA_RESERVED) or admitted (ADMITTED).
         self._held: dict[tuple[str, str], Action] = {}
@@ -249,6 +274,9 @@ class KueueSeries(Collector):
         if action is Action.EVICTED:
             cq = admission_cluster_queue(status) or (rec.cluster_queue if rec is not None else "")
             self.evicted.labels(cq, condition_reason(status, EVICTED), "", pclass, ROLE).inc()
+            preemption = preempted(status)
+            if preemption is not None:
+                self.preempted.labels(*preemption, ROLE).inc()
 
     @staticmethod
     def _observe(histogram: Histogram, cq: str, pclass: str, since_ms: int | None, at_ms: int | None) -> None:

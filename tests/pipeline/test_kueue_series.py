@@ -3,7 +3,10 @@
 Kueue records ``kueue_admitted_workloads_total`` and ``kueue_admission_wait_time_seconds``
 in ``metrics.AdmittedWorkload`` with the wait from ``workload.QueuedWaitTime`` (creation, or
 the last ``Requeued`` transition, to admission), and ``kueue_evicted_workloads_total`` in
-``metrics.ReportEvictedWorkloads`` with the eviction's reason (``pkg/metrics/metrics.go``).
+``metrics.ReportEvictedWorkloads`` with the eviction's reason, and
+``kueue_preempted_workloads_total`` in ``metrics.ReportPreemption`` (called from the
+preemptor's ``Preemptor.IssuePreemptions``) per preempting ClusterQueue and reason
+(``pkg/metrics/metrics.go``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from kueuestream.admission.events import Action
 from kueuestream.agents.metrics.kueue_series import KueueSeries, wait_buckets
 from kueuestream.agents.sources.watch_events import listing_events
 from tests.cluster.test_cluster_pipeline import QUEUES, Run, _workload
+from tests.helpers import NS, cohort_manifest, cpu_queue, cpu_workload, flavor_manifest, local_queue_manifest
 from tests.pipeline.test_pipeline_admission_checks import CHECK, checked, ready
 
 CREATED_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the creationTimestamp of the test's Workloads
@@ -81,11 +85,44 @@ def test_admissions_evictions_and_waits_from_the_log() -> None:
     assert sample(registry, "kueue_admission_wait_time_seconds_bucket", le="40.0", **labels) == 2
     evicted = {"cluster_queue": "cq", "reason": "Preempted", "underlying_cause": "", "priority_class": ""}
     assert sample(registry, "kueue_evicted_workloads_total", **evicted) == 1
+    preempted = {"preempting_cluster_queue": "cq", "reason": "InClusterQueue"}
+    assert sample(registry, "kueue_preempted_workloads_total", **preempted) == 1
     quota = {"cohort": "", "cluster_queue": "cq", "flavor": "default", "resource": "cpu"}
     assert sample(registry, "kueue_cluster_queue_nominal_quota", **quota) == 1
     assert sample(registry, "kueue_cluster_queue_resource_usage", **quota) == 1
     assert sample(registry, "kueue_pending_workloads", cluster_queue="cq", status="active") == 0
     assert sample(registry, "kueue_pending_workloads", cluster_queue="cq", status="inadmissible") == 1
+
+
+def test_a_reclamation_counts_against_the_preempting_cluster_queue() -> None:
+    """Cohort a holds a1 and a2 (6 cpus each): big borrows 4 of a2's cpus in a1, then a2's own
+    Workload reclaims them. The preemption is counted once, for a2, as ``InCohortReclamation``."""
+    run = Run(cluster=False)
+    queues = [
+        flavor_manifest("default"),
+        cohort_manifest("a"),
+        cpu_queue("a1", 6, "a"),
+        cpu_queue("a2", 6, "a"),
+        local_queue_manifest("lq-a1", "a1", NS),
+        local_queue_manifest("lq-a2", "a2", NS),
+    ]
+    run.list([*queues, cpu_workload("big", "lq-a1", 10)])
+    assert run.last("big").action is Action.ADMITTED
+    run.time += 5_000
+    run.list([cpu_workload("mine", "lq-a2", 6)])
+    assert Action.EVICTED in [d.action for d in run.decisions if d.ref.name == "big"]
+    assert run.last("mine").action is Action.ADMITTED
+
+    _, registry = series_of(run)
+    for cq, reason, count in [
+        ("a2", "InCohortReclamation", 1),
+        ("a1", "InCohortReclamation", None),
+        ("a2", "InClusterQueue", None),
+    ]:
+        labels = {"preempting_cluster_queue": cq, "reason": reason}
+        assert sample(registry, "kueue_preempted_workloads_total", **labels) == count, labels
+    evicted = {"cluster_queue": "a1", "reason": "Preempted", "underlying_cause": "", "priority_class": ""}
+    assert sample(registry, "kueue_evicted_workloads_total", **evicted) == 1
 
 
 def test_the_series_are_the_same_on_every_replay() -> None:
