@@ -64,7 +64,7 @@ def test_the_dashboard_in_chromium_shows_the_tables_a_timeline_and_live_changes(
         page = browser.new_page()
         page.goto(url)
         page.wait_for_selector('[data-cq="team-a"]')
-        assert page.text_content("#live") == "live" or page.wait_for_selector("#live.live:not(.off)")
+        page.wait_for_selector("#live:not(.off)")
 
         # Every usage, nominal quota, pending count and weighted share as the tables print them.
         for cq, (pending, usage) in tables.items():
@@ -101,6 +101,17 @@ def test_the_dashboard_in_chromium_shows_the_tables_a_timeline_and_live_changes(
         assert "raise the nominal quota of ClusterQueue team-a in flavor on-demand by cpu +8" in (
             page.text_content("#would-admit") or ""
         )
+        # A name the log does not have: the error names the closest, which opens.
+        page.fill("#find-name", "team-a/train-lm")
+        page.click("#find button")
+        page.wait_for_selector("#workload-error:not([hidden])")
+        assert (page.text_content("#workload-error") or "").startswith(
+            "Workload team-a/train-lm: not in the log"
+        )
+        page.click('#workload-error [data-workload="team-a/train-llm"]')
+        page.wait_for_selector('#workload[data-loaded="team-a/train-llm"]')
+        page.wait_for_selector("#workload-error[hidden]", state="attached")
+
         page.click("text=overview")
         page.wait_for_selector("#overview:not([hidden])")
 

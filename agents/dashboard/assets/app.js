@@ -197,7 +197,11 @@ async function showWorkload(ns, name) {
   const data = await answer.json();
   if (!answer.ok) {
     problem.hidden = false;
-    problem.textContent = data.error;
+    const closest = (data.closest || []).flatMap((w, i) => {
+      const [cns, cname] = w.split("/");
+      return [i ? ", " : " Did you mean ", workloadLink(cns, cname)];
+    });
+    problem.replaceChildren(data.error, ...closest);
     body.replaceChildren();
     would.replaceChildren();
     return;
@@ -259,8 +263,12 @@ function connect() {
 
 document.getElementById("find").addEventListener("submit", (event) => {
   event.preventDefault();
-  const [ns, name] = document.getElementById("find-name").value.trim().split("/");
-  if (ns && name) location.hash = "#/workloads/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name);
+  const input = document.getElementById("find-name");
+  const [ns, name] = input.value.trim().split("/");
+  if (ns && name) {
+    location.hash = "#/workloads/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name);
+    input.value = "";
+  }
 });
 window.addEventListener("hashchange", route);
 fetch("/dashboard/api/state").then((r) => r.json()).then((s) => { if (!state) { state = s; render(); } });
