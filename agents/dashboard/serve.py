@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 from prometheus_client import CollectorRegistry
@@ -16,6 +17,7 @@ from kueuestream.agents.metrics.http_endpoint import MetricsEndpoint
 from kueuestream.agents.metrics.visibility import Scope, serve_visibility
 from kueuestream.streams.kafka_settings import KafkaSettings
 from kueuestream.streams.kafka_urls import redact_text
+from kueuestream.streams.log import LogError
 
 
 def attach(endpoint: MetricsEndpoint, feed: DashboardFeed) -> None:
@@ -49,8 +51,12 @@ def run_dashboard(endpoint: MetricsEndpoint, log_dir: str) -> LiveDashboard:
 def serve_log(
     spec: str, address: str, port: int, *, prefix: str = "", kafka: KafkaSettings | None = None
 ) -> int:
-    """Follow the log ``spec`` and serve its dashboard until SIGTERM or SIGINT; 0, or 2 if the port
-    cannot be used."""
+    """Follow the log ``spec`` and serve its dashboard until SIGTERM or SIGINT; 0, or 2 with one
+    ``error:`` line when the port cannot be used or the log cannot be read the first time.
+
+    Later failures to read it (a broker gone, damage appended) are shown on the page, and the
+    log is tried again at every poll.
+    """
 
     def explain(namespace: str, name: str) -> dict[str, object]:
         return explain_json(spec, namespace, name, prefix=prefix, kafka=kafka)
@@ -61,6 +67,13 @@ def serve_log(
         endpoint = MetricsEndpoint(CollectorRegistry(), lambda: follower.read_once, host=address, port=port)
     except OSError as exc:
         print(f"error: --port {port}: cannot listen on {address}: {exc.strerror}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(follower.poll())
+    except (LogError, OSError, ValueError) as exc:
+        message = kafka.redact(str(exc)) if kafka is not None else redact_text(str(exc))
+        print(f"error: {message}", file=sys.stderr)
+        endpoint.server.server_close()
         return 2
     attach(endpoint, feed)
     # The visibility API's pending lists, from the same engines.

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import http.client
 import io
+import os
 import re
 import time
 from pathlib import Path
@@ -280,3 +281,36 @@ def test_a_state_that_cannot_be_taken_is_an_error_on_the_page_and_the_last_one_s
     after = state(feed)
     assert after["error"] == "the dashboard could not take the engines' state: KeyError: 'team-a'"
     assert after["clusterQueues"] == before["clusterQueues"]
+
+
+def test_a_log_that_cannot_be_read_at_the_start_is_one_error_line(tmp_path: Path) -> None:
+    log, _, _ = record(tmp_path / "log")
+    log.close_sync()
+    segment = max((tmp_path / "log" / "kueue.admission").rglob("*.log"), key=lambda p: p.stat().st_size)
+    data = bytearray(segment.read_bytes())
+    data[40] ^= 0xFF  # inside the first batch, with others after it
+    segment.write_bytes(bytes(data))
+    code, out, err = cli("dashboard", str(tmp_path / "log"), "--port", "0")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {segment} at byte 0: checksum mismatch"), err
+    assert err.count("\n") == 1
+
+
+def test_a_broker_that_is_not_there_is_one_line_without_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if n.startswith("KUEUESTREAM_KAFKA_")]:
+        monkeypatch.delenv(name)
+    code, out, err = cli(
+        "dashboard",
+        "kafka://alice:S3cr3t-pw@127.0.0.1:1",
+        "--port",
+        "0",
+        "--kafka-security-protocol",
+        "SASL_PLAINTEXT",
+        "--kafka-sasl-mechanism",
+        "PLAIN",
+    )
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "error: cannot use Kafka at 127.0.0.1:1 (SASL_PLAINTEXT, PLAIN as alice): "
+        "connection refused (is a broker listening there?)"
+    ]
