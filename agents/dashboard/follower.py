@@ -120,7 +120,7 @@ class LogFollower:
     def _published(self, decisions: list[DecisionRecord], error: str = "") -> None:
         if decisions or error != self.error or not self.read_once or self.feed.stale:
             self.error = error
-            self.read_once = True
+            self.read_once = self.read_once or not error
             with self.lock:
                 self.feed.publish(self.engines(), decisions, error)
 
