@@ -19,7 +19,7 @@ nominal quota raises what it can take by as much, whatever binds above it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kueuestream.admission.api.kueue import ResourceFlavor
@@ -190,24 +190,46 @@ def finishing(
     admitted: Mapping[str, list[Candidate]],
     needs: Mapping[FR, int],
 ) -> list[str]:
-    """Running Workloads of the Cohort tree whose finishing would make ``needs`` fit, fewest first.
+    """Running Workloads whose finishing would make ``needs`` fit in ``node``.
 
-    Candidates using the most of the pairs are taken out first until ``needs``
-    fits, then each one not needed after all is put back (as Kueue's
-    preemption minimises its targets); the tree is left as it was. Empty when
-    even finishing every one of them would not do.
+    They are looked for in widening circles, each tried only when the one
+    before cannot free enough: the ClusterQueue's own Workloads, then also
+    those of the ClusterQueues of its Cohort tree that borrow, then those of
+    the whole tree. Within a circle, candidates using the most of the pairs
+    are taken out first until ``needs`` fits, then each one not needed after
+    all is put back (as Kueue's preemption minimises its targets). The tree
+    is left as it was. Empty when even the whole tree's would not do.
     """
     frs = sorted(needs)
-    names = [n.name for n in node.root.subtree_cqs] if node.parent is not None else [node.name]
-    pool = [
-        c
-        for name in names
-        if name in admitted
-        for c in admitted[name]
-        if not c.evicting and any(c.usage.get(fr, 0) for fr in frs)
-    ]
+    for names in _circles(node, frs):
+        found = _finishing_among(node, nodes, [admitted[n] for n in names if n in admitted], frs, needs)
+        if found is not None:
+            return found
+    return []
+
+
+def _circles(node: QuotaNode, frs: Sequence[FR]) -> Iterator[list[str]]:
+    """The ClusterQueues to look in, each circle computed only when the one before did not do."""
+    yield [node.name]
+    if node.parent is None:
+        return
+    root = node.root
+    yield [node.name, *(n.name for n in root.borrowing_cluster_queues(frozenset(frs)) if n is not node)]
+    yield [n.name for n in root.subtree_cqs]
+
+
+def _finishing_among(
+    node: QuotaNode,
+    nodes: Mapping[str, QuotaNode],
+    lists: Sequence[Sequence[Candidate]],
+    frs: Sequence[FR],
+    needs: Mapping[FR, int],
+) -> list[str] | None:
+    pool = [c for cands in lists for c in cands if not c.evicting and any(fr in c.usage for fr in frs)]
     pool.sort(key=lambda c: (-sum(c.usage.get(fr, 0) for fr in frs), c.key))
     taken: list[Candidate] = []
+    root = node.root
+    version = root.version
     try:
         for cand in pool:
             if _fits(node, needs):
@@ -215,7 +237,7 @@ def finishing(
             remove(nodes, cand)
             taken.append(cand)
         if not _fits(node, needs):
-            return []
+            return None
         for cand in reversed(list(taken)):
             restore(nodes, cand)
             if _fits(node, needs):
@@ -226,6 +248,9 @@ def finishing(
     finally:
         for cand in reversed(taken):
             restore(nodes, cand)
+        # The tree is as it was, and nothing cached anything on it meanwhile (only
+        # ``available`` was read): the caches stamped with the old version stay good.
+        root.version = version
 
 
 def not_admitted(

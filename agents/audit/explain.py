@@ -1,7 +1,7 @@
 """``kueuestream explain NAMESPACE/NAME LOG``: one Workload's history, read from the log.
 
-The timeline is read, not recomputed: the Workload's inputs from
-``kueue.admission`` (created, queued, deleted) and its decisions from
+The timeline is read, not recomputed: the Workload's creation and LocalQueue
+from its input in ``kueue.admission`` and its decisions from
 ``kueue.decisions``, each carrying the status Kueue would write and, where a
 scheduling cycle made it, the decision trace (``admission/trace.py``). A
 decision is written only when the Workload's status changes, so a stretch of
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,7 @@ from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_settings import KafkaSettings
 from kueuestream.streams.log import Log
 from kueuestream.streams.schemas import DecisionRecord
-from kueuestream.streams.topics import decision_key
+from kueuestream.streams.topics import decision_key, partition_for_shard
 
 
 class ExplainError(Exception):
@@ -79,13 +80,40 @@ def explain_json(
     found = asyncio.run(_read(log, TopicNames(prefix), namespace, name, kafka))
     if not found.inputs and not found.decisions:
         wanted = f"{namespace}/{name}"
-        raise UnknownWorkload(namespace, name, difflib.get_close_matches(wanted, sorted(found.names), n=3))
+        raise UnknownWorkload(namespace, name, closest(wanted, found.names))
     timeline = _timeline(found)
     return {
         "workload": {"namespace": namespace, "name": name},
         "timeline": timeline,
         "wouldAdmit": would_admit(timeline),
     }
+
+
+def closest(wanted: str, names: Iterable[str], n: int = 3) -> list[str]:
+    """The ``n`` names most like ``wanted`` (difflib's ratio), however unlike they are.
+
+    The ratio is computed for a short list only: the names sharing the longest
+    prefix with ``wanted`` and those sharing the most pairs of adjacent
+    characters with it, so that a log of many names answers fast.
+    """
+    pool = sorted(set(names))
+    grams = _pairs(wanted)
+    by_prefix = heapq.nlargest(50, pool, key=lambda x: _prefix_length(wanted, x))
+    by_pairs = heapq.nlargest(50, pool, key=lambda x: len(grams & _pairs(x)))
+    return difflib.get_close_matches(wanted, sorted(set(by_prefix + by_pairs)), n=n, cutoff=0.0)
+
+
+def _pairs(text: str) -> set[str]:
+    return {text[i : i + 2] for i in range(len(text) - 1)}
+
+
+def _prefix_length(a: str, b: str) -> int:
+    length = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        length += 1
+    return length
 
 
 async def _read(
@@ -98,11 +126,42 @@ async def _read(
             if lost:
                 raise DamagedLog(f"the log lost records, so the timeline would be incomplete: {lost[0]}")
         topics = await log.topics()
-        if names.admission in topics:
-            await _read_inputs(log, names.admission, namespace, name, found)
         if names.decisions in topics:
             await _read_decisions(log, names.decisions, namespace, name, found)
+        if names.admission in topics:
+            if found.decisions:
+                await _read_input_before(log, names.admission, found.decisions[0], found)
+            else:
+                await _read_inputs(log, names.admission, namespace, name, found)
     return found
+
+
+async def _read_input_before(log: Log, topic: str, first: DecisionRecord, found: _Found) -> None:
+    """The Workload's last input at or before the cause of its first decision.
+
+    It is in the partition of that decision's shard; windows of growing size
+    are read backwards from the cause, so a long log is not read from its start.
+    """
+    partition = partition_for_shard(first.cause.shard, await log.partitions(topic))
+    ref = first.ref
+    needle = f'"name":"{ref.name}"'.encode()
+    high, width = first.cause.offset + 1, 64
+    while high > 0:
+        low = max(0, high - width)
+        window = [r async for r in log.read(topic, partition, low, until=high)]
+        for record in reversed(window):
+            if needle not in record.value:
+                continue
+            try:
+                entry = decode_entry(record.value)
+            except DecodeError as exc:
+                raise DamagedLog(f"{topic} partition {partition} offset {record.offset}: {exc}") from exc
+            if (entry.kind, entry.namespace, entry.name) == ("Workload", ref.namespace, ref.name) and (
+                entry.type is EventType.UPSERT and not entry.origin.stream.startswith("admission/")
+            ):
+                found.inputs.append((entry.time_ms, entry.type.value, entry.object))
+                return
+        high, width = low, width * 4
 
 
 async def _read_inputs(log: Log, topic: str, namespace: str, name: str, found: _Found) -> None:
@@ -118,10 +177,9 @@ async def _read_inputs(log: Log, topic: str, namespace: str, name: str, found: _
             if entry.kind != "Workload":
                 continue
             found.names.add(f"{entry.namespace}/{entry.name}")
-            if (entry.namespace, entry.name) == (namespace, name) and not entry.origin.stream.startswith(
-                "admission/"
-            ):
+            if (entry.namespace, entry.name) == (namespace, name) and entry.type is EventType.UPSERT:
                 found.inputs.append((entry.time_ms, entry.type.value, entry.object))
+                return
 
 
 async def _read_decisions(log: Log, topic: str, namespace: str, name: str, found: _Found) -> None:
@@ -316,9 +374,10 @@ def would_admit(timeline: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
             )
     out["finishing"] = list(trace.get("finishing", []))
     if not out["quotaIncrease"] and not out["finishing"] and "note" not in out:
-        out["note"] = "not a matter of quota: " + (
-            last.get("message") or last.get("reason") or "no attempt yet"
-        )
+        if last["event"] in ("Created", "Queued"):
+            out["note"] = "the scheduler has not tried it yet"
+        else:
+            out["note"] = f"not a matter of quota: {last.get('message') or last.get('reason')}"
     return out
 
 
