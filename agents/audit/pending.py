@@ -12,7 +12,9 @@ not fit does, not in the order. Positions count from 0; ``limit`` defaults to
 1000 and is capped at 100,000, ``offset`` to 0 (``boundedLimitOffset``).
 
 :func:`pending_summary` answers from engines a process holds;
-:func:`pending_json` from a log, for its state at the log's end. Each item
+:func:`pending_json` from a log, for its state at the log's end: folded from
+the queue-relevant records (:mod:`kueuestream.agents.audit.queue_fold`), or
+from engines rebuilt by a replay when the fold cannot answer. Each item
 also carries our pending reason: the ``reason`` and ``message`` of its
 ``QuotaReserved=False`` condition.
 """
@@ -26,14 +28,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from kueuestream.admission.engine import Engine
+from kueuestream.admission.queues import OrderKey
 from kueuestream.admission.state import Phase, WorkloadRecord
 from kueuestream.admission.status import QUOTA_RESERVED
 from kueuestream.admission.timefmt import rfc3339
 from kueuestream.agents.admission import AdmissionHandler
-from kueuestream.agents.audit.replay import open_log, read_admission, stood_in_for_job_controller
+from kueuestream.agents.audit.queue_fold import (
+    NeedsReplay,
+    QueueFold,
+    Waiting,
+    condition,
+    fold,
+    queued_order,
+)
+from kueuestream.agents.audit.replay import (
+    open_log,
+    read_admission,
+    read_partition,
+    stood_in_for_job_controller,
+)
 from kueuestream.agents.topic_names import TopicNames
+from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_settings import KafkaSettings
-from kueuestream.streams.log import Record
+from kueuestream.streams.log import LogError, Record
 
 GROUP = "visibility.kueue.x-k8s.io"
 API_VERSION = f"{GROUP}/v1beta2"
@@ -68,7 +85,7 @@ def closest_names(name: str, known: Iterable[str], count: int = 3) -> list[str]:
     return alike or names[:count]
 
 
-def queue_order(engine: Engine, cluster_queue: str) -> list[WorkloadRecord]:
+def queue_order(engine: Engine, cluster_queue: str) -> list[Entry]:
     """The Workloads ``cluster_queue``'s queue holds, in the order the scheduler takes them.
 
     That is the queue's active and parked Workloads; while the ClusterQueue is
@@ -89,30 +106,78 @@ def queue_order(engine: Engine, cluster_queue: str) -> list[WorkloadRecord]:
             if lq is not None and lq.spec.cluster_queue == cluster_queue and lq.spec.stop_policy == "None":
                 keys.append(key)
     recs = [workloads[key] for key in keys if key in workloads]
-    recs.sort(key=WorkloadRecord.order_key)
-    return recs
+    entries = [Entry(rec.order_key(), rec.obj.spec.queue_name, rec) for rec in recs]
+    entries.sort(key=lambda e: e.order)
+    return entries
 
 
-def _item(rec: WorkloadRecord, in_cq: int, in_lq: int) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": rec.key[1], "namespace": rec.key[0]}
-    created = rec.manifest.get("metadata", {}).get("creationTimestamp") if rec.manifest else None
-    meta["creationTimestamp"] = created if isinstance(created, str) else rfc3339(rec.created_ms)
+def fold_order(folded: QueueFold, cluster_queue: str) -> list[Entry]:
+    """What :func:`queue_order` gives, from a :class:`~kueuestream.agents.audit.queue_fold.QueueFold`."""
+    entries = []
+    local_queues, stopped = folded.local_queues, folded.stopped_local_queues
+    for wl in folded.workloads.values():
+        lq = (wl.namespace, wl.queue_name)
+        if local_queues.get(lq) == cluster_queue and lq not in stopped:
+            order = queued_order(wl)
+            if order is not None:
+                entries.append(Entry(order, wl.queue_name, wl))
+    entries.sort(key=lambda e: e.order)
+    return entries
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A pending Workload, by its place in the queue's order; the rest is read only for the items shown."""
+
+    order: OrderKey
+    queue_name: str
+    source: WorkloadRecord | Waiting
+
+    @property
+    def namespace(self) -> str:
+        return self.order[3]
+
+
+def _metadata(namespace: str, name: str, manifest_meta: dict[str, Any], created_ms: int) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    created = manifest_meta.get("creationTimestamp")
+    meta["creationTimestamp"] = created if isinstance(created, str) else rfc3339(created_ms)
     owners = [
         {k: ref[k] for k in ("apiVersion", "kind", "name", "uid") if k in ref}
-        for ref in (rec.manifest.get("metadata", {}).get("ownerReferences") or [] if rec.manifest else [])
+        for ref in manifest_meta.get("ownerReferences") or []
         if isinstance(ref, dict)
     ]
     if owners:
         meta["ownerReferences"] = owners
-    cond = rec.conditions.get(QUOTA_RESERVED)
+    return meta
+
+
+def _item(entry: Entry, in_cq: int, in_lq: int) -> dict[str, Any]:
+    source = entry.source
+    if isinstance(source, Waiting):
+        cond = condition(source.status, QUOTA_RESERVED) or {}
+        meta = _metadata(source.namespace, source.name, source.metadata, source.created_ms)
+        priority, reason, message = (
+            source.priority,
+            str(cond.get("reason") or ""),
+            str(cond.get("message") or ""),
+        )
+    else:
+        held = source.conditions.get(QUOTA_RESERVED)
+        waiting = held is not None and held.status == "False"
+        manifest_meta = (source.manifest or {}).get("metadata") or {}
+        meta = _metadata(source.key[0], source.key[1], manifest_meta, source.created_ms)
+        priority = source.priority
+        reason = held.reason if held is not None and waiting else ""
+        message = held.message if held is not None and waiting else ""
     return {
         "metadata": meta,
-        "priority": rec.priority,
-        "localQueueName": rec.obj.spec.queue_name,
+        "priority": priority,
+        "localQueueName": entry.queue_name,
         "positionInClusterQueue": in_cq,
         "positionInLocalQueue": in_lq,
-        "reason": cond.reason if cond is not None and cond.status == "False" else "",
-        "message": cond.message if cond is not None and cond.status == "False" else "",
+        "reason": reason,
+        "message": message,
     }
 
 
@@ -120,35 +185,35 @@ def summary(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"kind": "PendingWorkloadsSummary", "apiVersion": API_VERSION, "metadata": {}, "items": items}
 
 
-def cluster_queue_items(order: Sequence[WorkloadRecord], limit: int, offset: int) -> list[dict[str, Any]]:
+def cluster_queue_items(order: Sequence[Entry], limit: int, offset: int) -> list[dict[str, Any]]:
     """Kueue's ``pendingWorkloadsInCqREST.Get``: LocalQueue positions count from the queue's head."""
     limit, offset = bounded(limit, offset)
     in_lq: dict[tuple[str, str], int] = {}
     items = []
-    for index, rec in enumerate(order[: offset + limit]):
-        lq = (rec.key[0], rec.obj.spec.queue_name)
+    for index, entry in enumerate(order[: offset + limit]):
+        lq = (entry.namespace, entry.queue_name)
         position = in_lq.get(lq, 0)
         in_lq[lq] = position + 1
         if index >= offset:
-            items.append(_item(rec, index, position))
+            items.append(_item(entry, index, position))
     return items
 
 
 def local_queue_items(
-    order: Sequence[WorkloadRecord], namespace: str, name: str, limit: int, offset: int
+    order: Sequence[Entry], namespace: str, name: str, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """Kueue's ``pendingWorkloadsInLqREST.Get``: the LocalQueue's Workloads among its ClusterQueue's."""
     limit, offset = bounded(limit, offset)
     items: list[dict[str, Any]] = []
     skipped = 0
-    for index, rec in enumerate(order):
+    for index, entry in enumerate(order):
         if len(items) >= limit:
             break
-        if rec.key[0] == namespace and rec.obj.spec.queue_name == name:
+        if entry.namespace == namespace and entry.queue_name == name:
             if skipped < offset:
                 skipped += 1
             else:
-                items.append(_item(rec, index, len(items) + offset))
+                items.append(_item(entry, index, len(items) + offset))
     return items
 
 
@@ -224,10 +289,80 @@ def engines_at_end(admission: Sequence[Sequence[Record]]) -> list[Engine]:
     return [states[p].shards[s].engine for p in sorted(states) for s in sorted(states[p].shards)]
 
 
-async def _engines_of(log: str, names: TopicNames, kafka: KafkaSettings | None) -> list[Engine]:
+async def read_log(
+    log: str, names: TopicNames, kafka: KafkaSettings | None
+) -> tuple[list[list[Record]], list[list[Record]]]:
+    """The partitions of ``kueue.admission`` and of ``kueue.decisions``."""
     async with open_log(log, kafka) as opened:
-        admission = await read_admission(opened, names)
-    return engines_at_end(admission)
+        if isinstance(opened, FileLog):
+            lost = [gap for gap in opened.lost_sync() if gap.topic in (names.admission, names.decisions)]
+            if lost:
+                # A lost decision could leave an admitted Workload listed as waiting.
+                raise LogError(f"the log lost records, so the pending list could be wrong: {lost[0]}")
+        if isinstance(opened, FileLog):
+            # Read at once: nothing else runs on this loop to yield to.
+            if names.admission not in opened.topics_sync():
+                raise LogError(f"the log has no {names.admission} topic: no queue to list")
+            admission = [
+                list(opened.read_sync(names.admission, p))
+                for p in range(opened.partitions_sync(names.admission))
+            ]
+        else:
+            admission = await read_admission(opened, names)
+        decisions: list[list[Record]] = []
+        if names.decisions in await opened.topics():
+            for p in range(await opened.partitions(names.decisions)):
+                if isinstance(opened, FileLog):
+                    decisions.append(list(opened.read_sync(names.decisions, p)))
+                else:
+                    decisions.append(await read_partition(opened, names.decisions, p))
+    return admission, decisions
+
+
+def summary_of_log(
+    admission: Sequence[Sequence[Record]],
+    decisions: Sequence[Sequence[Record]],
+    *,
+    cluster_queue: str | None = None,
+    local_queue: tuple[str, str] | None = None,
+    limit: int = DEFAULT_LIMIT,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """The ``PendingWorkloadsSummary`` at the end of the recorded partitions.
+
+    Folded from the queue-relevant records when :func:`~kueuestream.agents.audit.queue_fold.fold`
+    can; else from the engines rebuilt by replaying ``admission``.
+    """
+    try:
+        return _folded_summary(fold(admission, decisions), cluster_queue, local_queue, limit, offset)
+    except NeedsReplay:
+        return pending_summary(
+            engines_at_end(admission),
+            cluster_queue=cluster_queue,
+            local_queue=local_queue,
+            limit=limit,
+            offset=offset,
+        )
+
+
+def _folded_summary(
+    folded: QueueFold, cluster_queue: str | None, local_queue: tuple[str, str] | None, limit: int, offset: int
+) -> dict[str, Any]:
+    if cluster_queue is not None:
+        if cluster_queue not in folded.cluster_queues:
+            raise QueueNotFound(
+                "ClusterQueue", cluster_queue, closest_names(cluster_queue, folded.cluster_queues)
+            )
+        return summary(cluster_queue_items(fold_order(folded, cluster_queue), limit, offset))
+    if local_queue is None:
+        raise ValueError("name either a ClusterQueue or a LocalQueue")
+    target = folded.local_queues.get(local_queue)
+    if target is None:
+        wanted = "/".join(local_queue)
+        known = [f"{ns}/{name}" for ns, name in folded.local_queues]
+        raise QueueNotFound("LocalQueue", wanted, closest_names(wanted, known))
+    order = fold_order(folded, target) if target in folded.cluster_queues else []
+    return summary(local_queue_items(order, local_queue[0], local_queue[1], limit, offset))
 
 
 def pending_json(
@@ -246,7 +381,7 @@ def pending_json(
     Raises :class:`QueueNotFound` for a queue the log does not hold, and
     :class:`~kueuestream.streams.log.LogError` for a log that cannot be read.
     """
-    engines = asyncio.run(_engines_of(log, TopicNames(prefix), kafka))
-    return pending_summary(
-        engines, cluster_queue=cluster_queue, local_queue=local_queue, limit=limit, offset=offset
+    admission, decisions = asyncio.run(read_log(log, TopicNames(prefix), kafka))
+    return summary_of_log(
+        admission, decisions, cluster_queue=cluster_queue, local_queue=local_queue, limit=limit, offset=offset
     )

@@ -14,7 +14,7 @@ from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.routes import PREFIX, dashboard_route
 from kueuestream.agents.embedded.stop_signals import StopRequest
 from kueuestream.agents.metrics.http_endpoint import MetricsEndpoint
-from kueuestream.agents.metrics.visibility import Scope, serve_visibility
+from kueuestream.agents.metrics.visibility import serve_visibility
 from kueuestream.streams.kafka_settings import KafkaSettings
 from kueuestream.streams.kafka_urls import redact_text
 from kueuestream.streams.log import LogError
@@ -77,7 +77,8 @@ def serve_log(
         return 2
     attach(endpoint, feed)
     # The visibility API's pending lists, from the same engines.
-    serve_visibility(endpoint, Scope(follower.read, lambda: f" in {redact_text(spec)}"))
+    where = f" in {redact_text(spec)}"
+    serve_visibility(endpoint, lambda answer: follower.read(lambda engines: answer(engines, where)))
     with StopRequest() as stop:
         follower.start()
         endpoint.start()

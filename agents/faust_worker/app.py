@@ -44,9 +44,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import faust
 from aiokafka import AIOKafkaProducer
@@ -57,6 +57,7 @@ from kueuestream.admission.quantity import resource_quantity
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.admission_shards import Emitted
 from kueuestream.agents.applier import applied_out, read_decision
+from kueuestream.agents.audit.pending import QueueNotFound
 from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.serve import worker_dashboard
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
@@ -67,6 +68,7 @@ from kueuestream.agents.kafka_commands import run_with_kafka
 from kueuestream.agents.log_entries import CLOCK_TICK, batch_marker, decode_entry
 from kueuestream.agents.metrics.kueue_series import KueueSeries
 from kueuestream.agents.metrics.serving import Served, serve_metrics
+from kueuestream.agents.metrics.visibility import Unavailable, on_loop, serve_visibility
 from kueuestream.agents.outputs import Out, Role
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
@@ -85,6 +87,7 @@ VIEW_TABLES = ("quotas", "usage", "workloads")
 # Decisions become visible when their transaction commits: this bounds latency.
 COMMIT_INTERVAL = 0.1
 # How often a worker checks whether its engines wait for the clock.
+T = TypeVar("T")
 CLOCK_INTERVAL = 0.25
 METRICS_INTERVAL = 1.0
 APPLIED_DETAIL = "no cluster attached: the status is recorded in kueue.applied"
@@ -133,6 +136,8 @@ class Runtime:
         # With --metrics-port: the dashboard of the shards this worker owns.
         self.dashboard: LiveDashboard | None = None
         self.assigned = False
+        # The loop the agents run on, once partitions are assigned: the engines change only there.
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     async def kafka(self) -> KafkaLog:
         if self._kafka is None:
@@ -273,6 +278,35 @@ class Runtime:
         states = self.admission.states
         chosen = sorted(states) if partitions is None else [p for p in partitions if p in states]
         return [states[p].shards[s].engine for p in chosen for s in sorted(states[p].shards)]
+
+    def read_engines(self, fn: Callable[[Sequence[Engine], str], T]) -> T:
+        """``fn(engines, where)`` over the shards of the partitions this worker holds and has rebuilt,
+        run on the agents' loop; from another thread."""
+        loop = self.loop
+        if loop is None:
+            raise Unavailable("not ready: this worker has not been given admission partitions yet")
+
+        async def call() -> T:
+            held = sorted(self.next_offset)
+            # Partitions with a state but no next offset are being read again from offset 0.
+            rebuilding = sorted(set(self.admission.states) - set(held))
+            if not held and not rebuilding:
+                raise Unavailable("this worker holds no admission partition now")
+            where = (
+                f" in the shards this worker holds (partitions {', '.join(map(str, held))} of "
+                f"{self.names.admission}); the other partitions are other workers'"
+            )
+            try:
+                return fn(self.engines(held), where)
+            except QueueNotFound:
+                if not rebuilding:
+                    raise
+                listed = ", ".join(map(str, rebuilding))
+                raise Unavailable(
+                    f"partitions {listed} of {self.names.admission} are being rebuilt"
+                ) from None
+
+        return on_loop(loop, call)
 
     def measure(self) -> None:
         """Take the gauges of the shards held now, and the lag of their partitions."""
@@ -544,6 +578,7 @@ def build_app(
 
     async def on_assigned(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
         runtime.assigned = True
+        runtime.loop = asyncio.get_running_loop()
 
     async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
         revoked: set[Any] = args[0] if args else kwargs.get("revoked", set())
@@ -600,6 +635,16 @@ def run_worker(
         served, usable = serve_metrics(metrics_port, lambda line: print(line, flush=True), Served)
         if not usable:
             return 2
+        built: list[Runtime] = []
+
+        def read_engines(fn: Callable[[Sequence[Engine], str], T]) -> T:
+            if not built:
+                raise Unavailable("not ready: the worker is starting")
+            return built[0].read_engines(fn)
+
+        if served is not None:
+            # Routed before the worker is built, as the endpoint already answers.
+            serve_visibility(served.endpoint, read_engines)
         app, runtime = build_app(
             settings,
             app_id=app_id,
@@ -613,6 +658,7 @@ def run_worker(
         if served is not None:
             served.ready = lambda: runtime.assigned
             served.positions = lambda: runtime.lag
+        built.append(runtime)
         worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
         try:
             worker.execute_from_commandline()

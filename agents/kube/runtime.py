@@ -36,7 +36,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from kueuestream.admission.engine import Engine
 from kueuestream.agents.dashboard.live import LiveDashboard
@@ -56,10 +56,13 @@ from kueuestream.agents.kube.watch_service import WatchOptions
 from kueuestream.agents.kube.watcher import Watcher
 from kueuestream.agents.metrics.kueue_series import KueueSeries
 from kueuestream.agents.metrics.serving import Served, serve_metrics
+from kueuestream.agents.metrics.visibility import Unavailable, on_loop, serve_visibility
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.file_log import DEFAULT_DIRECTORY, FileLog
 from kueuestream.streams.schemas import AppliedRecord, DecisionRecord, ErrorRecord, WatchEvent
+
+T = TypeVar("T")
 
 CLOCK_INTERVAL_S = 0.25
 
@@ -174,6 +177,11 @@ class EmbeddedCluster:
         """The engines of every shard, by partition and shard."""
         states = self.pipeline.admission.states
         return [states[p].shards[s].engine for p in sorted(states) for s in sorted(states[p].shards)]
+
+    async def read_engines(self, fn: Callable[[list[Engine]], T]) -> T:
+        """``fn(engines)`` between two groups of the pipeline, when no engine changes."""
+        async with self._pipeline_lock:
+            return fn(self.engines())
 
     def positions(self) -> list[tuple[str, int, int, int]]:
         """(topic, partition, log end, next offset to process) of the topics the agents read."""
@@ -292,11 +300,13 @@ class Operating:
 
 
 class Observed(Served):
-    """:class:`Served`, with the Kueue-named series of the engines."""
+    """:class:`Served`, with the Kueue-named series of the engines and Kueue's visibility API."""
 
     def __init__(self, port: int) -> None:
         super().__init__(port)
         self.series = KueueSeries(self.registry)
+        self._watched: tuple[EmbeddedCluster, Watcher, asyncio.AbstractEventLoop] | None = None
+        serve_visibility(self.endpoint, self._read)
 
     def watch(self, runtime: EmbeddedCluster, watcher: Watcher) -> None:
         """Report on ``runtime``: ready once ``watcher`` has processed its first full list; its
@@ -304,6 +314,17 @@ class Observed(Served):
         self.positions = runtime.positions
         self.ready = watcher.synced.is_set
         runtime.dashboard = run_dashboard(self.endpoint, str(runtime.log.directory))
+        self._watched = (runtime, watcher, asyncio.get_running_loop())
+
+    def _read(self, fn: Callable[[Sequence[Engine], str], T]) -> T:
+        """``fn`` over every engine of the process (it holds every shard), from the endpoint's thread."""
+        watched = self._watched
+        if watched is None:
+            raise Unavailable("not ready: the log is not taken in yet (a standby waits for the Lease)")
+        runtime, watcher, loop = watched
+        if not watcher.synced.is_set():
+            raise Unavailable("not ready: the first full list is not processed yet")
+        return on_loop(loop, lambda: runtime.read_engines(lambda engines: fn(engines, "")))
 
 
 async def _run(

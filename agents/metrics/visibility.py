@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import orjson
@@ -39,34 +39,18 @@ class Unavailable(Exception):
     """The engines cannot answer now (none held yet, or being rebuilt); the message says why."""
 
 
-class Scope:
-    """The engines a process holds, read under whatever keeps them still.
+Read = Callable[[Callable[[Sequence[Engine], str], Any]], Any]
+"""``read(fn)``: ``fn(engines, where)`` with the engines a process holds, kept still meanwhile, and
+``where`` saying, after a queue's name, where it was looked for (a worker holds only some shards);
+raises :class:`Unavailable` when the engines cannot answer now."""
 
-    ``read(fn)`` returns ``fn(engines)`` or raises :class:`Unavailable`;
-    ``where`` says, after a queue's name, where it was looked for (a worker
-    holds only some shards).
+
+def on_loop(loop: asyncio.AbstractEventLoop, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """The result of the coroutine ``call()``, run on ``loop`` from another thread.
+
+    Engines that change only on their event loop (or under a lock of that
+    loop, which ``call`` takes) are still while it runs there.
     """
-
-    def __init__(
-        self, read: Callable[[Callable[[Sequence[Engine]], Any]], Any], where: Callable[[], str]
-    ) -> None:
-        self.read = read
-        self.where = where
-
-
-def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], T], lock: asyncio.Lock | None = None) -> T:
-    """``fn()`` run on ``loop`` (holding ``lock`` if given), from another thread; its result.
-
-    Engines that change only on their event loop (or under its lock) are still
-    while ``fn`` runs there.
-    """
-
-    async def call() -> T:
-        if lock is None:
-            return fn()
-        async with lock:
-            return fn()
-
     try:
         return asyncio.run_coroutine_threadsafe(call(), loop).result(READ_TIMEOUT_S)
     except concurrent.futures.TimeoutError as exc:
@@ -103,8 +87,8 @@ def _integer(query: Query, name: str, default: int) -> int | str:
         )
 
 
-def visibility_handler(scope: Scope) -> Callable[[str, Query], Answer]:
-    """The route answering the visibility API's paths from ``scope``."""
+def visibility_handler(read: Read) -> Callable[[str, Query], Answer]:
+    """The route answering the visibility API's paths from the engines ``read`` hands over."""
 
     def handle(path: str, query: Query) -> Answer:
         parts = path[len(PREFIX) :].strip("/").split("/")
@@ -127,18 +111,18 @@ def visibility_handler(scope: Scope) -> Callable[[str, Query], Answer]:
                 return status(400, "BadRequest", value)
         assert isinstance(limit, int) and isinstance(offset, int)
 
-        def answer(engines: Sequence[Engine]) -> dict[str, Any]:
+        def answer(engines: Sequence[Engine], where: str) -> dict[str, Any]:
             return pending_summary(
                 engines,
                 cluster_queue=cluster_queue,
                 local_queue=local_queue,
                 limit=limit,
                 offset=offset,
-                where=scope.where(),
+                where=where,
             )
 
         try:
-            summary = scope.read(answer)
+            summary = read(answer)
         except QueueNotFound as exc:
             kind = exc.kind.lower()
             return status(
@@ -154,6 +138,6 @@ def visibility_handler(scope: Scope) -> Callable[[str, Query], Answer]:
     return handle
 
 
-def serve_visibility(endpoint: MetricsEndpoint, scope: Scope) -> None:
+def serve_visibility(endpoint: MetricsEndpoint, read: Read) -> None:
     """Answer the visibility API's paths on ``endpoint``."""
-    endpoint.route(PREFIX, visibility_handler(scope))
+    endpoint.route(PREFIX, visibility_handler(read))

@@ -167,3 +167,53 @@ def test_a_missing_log_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     code, _, err = _pending(capsys, str(tmp_path / "nowhere"), "--cluster-queue", "research")
     assert code == 2
     assert err.startswith(f"error: no embedded log at {tmp_path / 'nowhere'}")
+
+
+@pytest.mark.parametrize("topic", ["kueue.decisions", "kueue.admission"])
+def test_a_damaged_log_is_an_error_not_a_wrong_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], topic: str
+) -> None:
+    """A decision lost to damage could leave an admitted Workload listed as waiting."""
+    log = _log(tmp_path)
+    segment = sorted((Path(log) / topic).rglob("*.log"), key=lambda p: p.stat().st_size)[-1]
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    code, out, err = _pending(capsys, log, "--cluster-queue", "research")
+    assert (code, out) == (2, "")
+    assert err.startswith("error: the log lost records, so the pending list could be wrong: ")
+    assert topic in err
+
+
+@pytest.mark.parametrize("why", ["a missing flavor", "stopPolicy Hold"])
+def test_an_inactive_cluster_queue_still_lists_its_workloads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], why: str
+) -> None:
+    """Kueue's ``Manager.AddOrUpdateWorkload`` queues a Workload whatever its ClusterQueue's state, so
+    ``PendingWorkloadsInfo`` lists the Workloads of an inactive one, in the queue's order."""
+    flavor = "absent" if why == "a missing flavor" else "default"
+    spec = {"stopPolicy": "Hold"} if why == "stopPolicy Hold" else {}
+    source = tmp_path / "manifests"
+    source.mkdir()
+    docs = [
+        flavor_manifest("default"),
+        cluster_queue_manifest("idle", [(["cpu"], [(flavor, {"cpu": 4})])], spec=spec),
+        local_queue_manifest("main", "idle", "alpha"),
+        workload_manifest(
+            "first", "main", {"cpu": "1"}, namespace="alpha", priority=0, created=created_at(1)
+        ),
+        workload_manifest(
+            "urgent", "main", {"cpu": "1"}, namespace="alpha", priority=7, created=created_at(2)
+        ),
+    ]
+    (source / "all.yaml").write_text(yaml.safe_dump_all(docs))
+    log = tmp_path / "log"
+    assert main(["run", "--source", str(source), "--log-dir", str(log), "--once"]) == 0
+    code, out, _ = _pending(capsys, str(log), "--cluster-queue", "idle", "-o", "json")
+    assert code == 0
+    items = json.loads(out)["items"]
+    assert [(i["metadata"]["name"], i["positionInClusterQueue"]) for i in items] == [
+        ("urgent", 0),
+        ("first", 1),
+    ]
+    assert items[0]["message"] == "ClusterQueue idle is inactive"
