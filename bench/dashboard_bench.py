@@ -10,7 +10,8 @@ Run: .venv/bin/python bench/dashboard_bench.py [--queues 1000] [--cohorts 10] [-
 2. A log written by the embedded runtime (``--log-workloads`` Workloads
    arriving one by one): the time ``kueuestream dashboard`` takes to read it
    the first time, and from one more Workload appended to its state on the
-   page (one poll: the folder opened again read-only, the new records fed).
+   page (polls back to back: the folder opened again read-only, the new
+   records fed, the state taken once the pause after the last one is over).
 """
 
 from __future__ import annotations
@@ -75,15 +76,18 @@ def follow_cost(workloads: int) -> None:
             run_steps(pipeline, stream.steps[-1:])
             version = feed.current()[0]
             start = time.perf_counter()
-            asyncio.run(follower.poll())
+            polls = 0
+            # A poll inside the pause after a slow state update only counts the decisions.
+            while feed.current()[0] == version:
+                asyncio.run(follower.poll())
+                polls += 1
             again = time.perf_counter() - start
-            assert feed.current()[0] > version
         print(
             f"log: {len(stream.steps):,} watch steps, {records:,} kueue.admission records, "
             f"{size / 1024 / 1024:,.1f} MiB of segments"
         )
         print(f"  first read (dashboard start): {first:,.2f} s")
-        print(f"  one Workload appended, on the page after one poll: {again * 1000:,.0f} ms")
+        print(f"  one Workload appended, on the page after {polls} poll(s): {again * 1000:,.0f} ms")
 
 
 def main() -> None:
