@@ -96,6 +96,15 @@ class QueueView:
     # Some preemption policy could free quota at all.
     can_preempt: bool
     preference: str | None = None
+    # The resource group covering each resource, looked up for every pod set of every head.
+    group_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[str, int] = {}
+        for number, group in enumerate(self.groups):
+            for resource in group.covered:
+                index.setdefault(resource, number)
+        object.__setattr__(self, "group_index", index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +144,6 @@ class Assignment:
     skipped_resources: list[str] = field(default_factory=list)
     # Why it does not fit at all (a granular QuotaReserved reason); "" unless mode is NO_FIT.
     no_fit_reason: str = ""
-
-
-def _group_of(view: QueueView, resource: str) -> int | None:
-    for index, group in enumerate(view.groups):
-        if resource in group.covered:
-            return index
-    return None
 
 
 def no_candidates(fr: FR, value: int) -> tuple[Granular, int]:
@@ -248,7 +250,8 @@ def _assign_group(
             reasons.append(f"flavor {flavor_name} not found")
             no_fit.append(NO_MATCHING_FLAVOR)
             continue
-        taint = untolerated_taint(flavor.spec.node_taints, [*pod.tolerations, *flavor.spec.tolerations])
+        taints = flavor.spec.node_taints
+        taint = untolerated_taint(taints, [*pod.tolerations, *flavor.spec.tolerations]) if taints else None
         if taint is not None:
             reasons.append(f"untolerated taint {format_taint(taint)} in flavor {flavor_name}")
             no_fit.append(NO_MATCHING_FLAVOR)
@@ -314,7 +317,8 @@ def assign_flavors(
     # One line per pod set that does not simply fit, as Kueue's ``Assignment.Message`` joins them.
     messages: list[str] = []
     # A ClusterQueue with quota for "pods" counts each pod set's pods as a request of it.
-    pods_group = _group_of(view, PODS)
+    group_index = view.group_index
+    pods_group = group_index.get(PODS)
     for ps in pod_sets:
         by_group: dict[int, dict[str, int]] = {}
         asked = ps.requests if pods_group is None else {**ps.requests, PODS: ps.count}
@@ -322,7 +326,7 @@ def assign_flavors(
             amount = asked[resource]
             if amount == 0:
                 continue
-            index = _group_of(view, resource)
+            index = group_index.get(resource)
             if index is None:
                 if only_declared:
                     skipped.add(resource)

@@ -66,6 +66,8 @@ class Cache:
         self.workload_classes: dict[str, int] = {}
         self.pod_classes: dict[str, int] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
+        # What namespace_labels answered, per namespace, until a Namespace changes.
+        self.labels_memo: dict[str, dict[str, str]] = {}
         self.dra = dra.DraState()
         self.workloads: dict[WorkloadKey, WorkloadRecord] = {}
         # The quota tree, rebuilt whenever ``structure_dirty`` is set.
@@ -108,6 +110,7 @@ class Cache:
             self.structure_dirty = True
         elif isinstance(obj, Namespace):
             self.namespaces[obj.metadata.name] = dict(obj.metadata.labels)
+            self.labels_memo.clear()
             self.structure_dirty = True
         elif isinstance(obj, WorkloadPriorityClass):
             self.workload_classes[obj.metadata.name] = obj.value
@@ -131,6 +134,7 @@ class Cache:
             self.structure_dirty |= self.local_queues.pop((ref.namespace, ref.name), None) is not None
         elif kind == "Namespace":
             self.structure_dirty |= self.namespaces.pop(ref.name, None) is not None
+            self.labels_memo.clear()
         elif kind == "WorkloadPriorityClass":
             self.workload_classes.pop(ref.name, None)
         elif kind == "PriorityClass":
@@ -152,9 +156,13 @@ class Cache:
         self.requests_generation += 1
         self.structure_dirty = True
 
-    def namespace_labels(self, namespace: str) -> dict[str, str]:
-        labels = dict(self.namespaces.get(namespace, {}))
-        labels.setdefault(NAMESPACE_NAME_LABEL, namespace)
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        """The Namespace's labels, with the name label the API server adds."""
+        labels = self.labels_memo.get(namespace)
+        if labels is None:
+            labels = dict(self.namespaces.get(namespace, {}))
+            labels.setdefault(NAMESPACE_NAME_LABEL, namespace)
+            self.labels_memo[namespace] = labels
         return labels
 
     # ------------------------------------------------------- admitted workloads

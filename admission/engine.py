@@ -17,6 +17,9 @@ events applied so far.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kueuestream.admission import job_workload
@@ -39,6 +42,26 @@ from kueuestream.admission.state import ClusterQueueRecord, WorkloadRecord
 from kueuestream.admission.status_render import DecisionOutbox, workload_status
 
 
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while an event is applied, then as it was.
+
+    Settling a large backlog allocates records, queue entries and statuses by
+    the hundred thousand; every so many allocations the collector walks the
+    whole heap, which took about 45% of settling 15,000 Workloads and found
+    nothing to collect. Reference counting still frees what the event drops,
+    and the collector runs again between events.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 class Engine:
     """Kueue's cache, queue manager, workload lifecycle and scheduler behind one ``apply``."""
 
@@ -55,6 +78,10 @@ class Engine:
     # ------------------------------------------------------------------ events
 
     def apply(self, event: Event) -> list[Decision]:
+        with _cyclic_gc_paused():
+            return self._apply(event)
+
+    def _apply(self, event: Event) -> list[Decision]:
         lifecycle = self.lifecycle
         lifecycle.now_ms = max(lifecycle.now_ms, event.time_ms)
         if event.type == EventType.UPSERT:

@@ -19,6 +19,7 @@ from typing import Any
 
 from kueuestream.admission import admission_checks as ac
 from kueuestream.admission import trace
+from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.api.kueue import Workload
 from kueuestream.admission.assignment import Assignment, PodSetAssignment
 from kueuestream.admission.cache import Cache
@@ -84,6 +85,9 @@ class Lifecycle:
         self.queues = queues
         self.outbox = outbox
         self.now_ms = 0
+        # The observability gates of the Configuration they were read from, read once per Configuration.
+        self._gates_of: Configuration | None = None
+        self._granular_gate = self._explicit_gate = False
 
     # ------------------------------------------------------------ arrivals
 
@@ -286,8 +290,16 @@ class Lifecycle:
                     self._sync_checks(rec, cq, assigned)
                     self._check_outcome(rec)
 
+    def _read_gates(self) -> None:
+        config = self.cache.config
+        if config is not self._gates_of:
+            self._gates_of = config
+            self._granular_gate = config.gate(GATE)
+            self._explicit_gate = config.gate(EXPLICIT_STATUS_GATE)
+
     def _granular(self) -> bool:
-        return self.cache.config.gate(GATE)
+        self._read_gates()
+        return self._granular_gate
 
     def _inadmissible(self, rec: WorkloadRecord, granular_reason: str, message: str) -> None:
         """It cannot be queued: the granular reason with the gate on, ``Inadmissible`` with it off
@@ -303,14 +315,15 @@ class Lifecycle:
         missing or stopped, a deactivation) becomes PendingEvaluation; a workload
         without the condition gets it only with UnadmittedWorkloadsExplicitStatus.
         """
-        if not self._granular() or rec.conditions.is_true(EVICTED):
-            # Requeued after an eviction: the eviction's message stays until the scheduler's.
-            return
         cond = rec.conditions.get(QUOTA_RESERVED)
         if cond is None:
-            if not self.cache.config.gate(EXPLICIT_STATUS_GATE):
+            self._read_gates()
+            if not self._explicit_gate:
                 return
         elif cond.status != "False" or cond.reason in SCHEDULER_SET:
+            return
+        if not self._granular() or rec.conditions.is_true(EVICTED):
+            # Requeued after an eviction: the eviction's message stays until the scheduler's.
             return
         self.set_pending(rec, self._evaluation_reason(rec), MSG_PENDING_EVALUATION)
 
@@ -359,7 +372,9 @@ class Lifecycle:
             assigned = frozenset(f for psa in rec.assignment for f in psa.flavors.values())
             self._sync_checks(rec, cq, assigned)
         self._sync_admitted(rec)
-        self._check_outcome(rec)
+        if rec.checks:
+            # Without checks it is admitted now, and nothing is left for them to decide.
+            self._check_outcome(rec)
 
     # ------------------------------------------------------- admission checks
 
@@ -477,10 +492,10 @@ class Lifecycle:
     def drain_stopped_queues(self) -> None:
         """Evict, by key, the admitted workloads of queues stopped with ``HoldAndDrain``."""
         cache = self.cache
-        for key in sorted(cache.workloads):
-            rec = cache.workloads[key]
-            if rec.phase != Phase.ADMITTED or rec.evicting:
-                continue
+        workloads = cache.workloads
+        running = sorted(k for k, r in workloads.items() if r.phase == Phase.ADMITTED and not r.evicting)
+        for key in running:
+            rec = workloads[key]
             cq_obj = cache.cq_objs.get(rec.cluster_queue)
             lq = cache.local_queues.get((key[0], rec.obj.spec.queue_name))
             if cq_obj is not None and cq_obj.spec.stop_policy == "HoldAndDrain":

@@ -16,6 +16,7 @@ __all__ = [
     "Format",
     "Quantity",
     "QuantityError",
+    "exact_resource_value",
     "format_quantity",
     "format_value",
     "parse_quantity",
@@ -217,7 +218,12 @@ def resource_value(resource_name: str, q: Quantity) -> int:
     Rounds up (away from zero) like MilliValue()/Value(), and saturates at the
     int64 bounds like Kueue's SafeMilliValue/SafeValue.
     """
-    numerator, denominator = q.value.numerator, q.value.denominator
+    return exact_resource_value(resource_name, q.value)
+
+
+def exact_resource_value(resource_name: str, value: Fraction) -> int:
+    """:func:`resource_value` of an exact amount."""
+    numerator, denominator = value.numerator, value.denominator
     if resource_name == "cpu":
         numerator *= 1000
     # Python's divmod floors, which is already away from zero for negative amounts.

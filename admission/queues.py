@@ -30,6 +30,9 @@ class _Group:
     parked: bool = False
     # Members that never had a pending reason, to be given the group's when it parks.
     unstated: list[WorkloadKey] = field(default_factory=list)
+    # The group's entry in the queue's heap, if it has one there: one entry per
+    # group, however many members join it.
+    advertised: OrderKey | None = None
 
 
 @dataclass(slots=True)
@@ -50,22 +53,30 @@ class PendingQueue:
         return None
 
     def _advertise(self, gkey: GroupKey, group: _Group) -> None:
+        """Give an unparked group an entry in the heap at its best member, unless it has one."""
         best = self._best(group)
-        if best is not None and not group.parked:
+        if best is not None and not group.parked and best != group.advertised:
             heapq.heappush(self.heap, (best, gkey))
+            group.advertised = best
 
     def push(self, key: WorkloadKey, order: OrderKey, gkey: GroupKey, stated: bool = True) -> None:
         """Queue a workload; it joins its group, parked or not."""
-        if self.order.get(key) == order and self.group_of.get(key) == gkey:
-            return
-        self.remove(key)
+        if key in self.order:
+            if self.order[key] == order and self.group_of[key] == gkey:
+                return
+            self.remove(key)
         self.order[key] = order
         self.group_of[key] = gkey
-        group = self.groups.setdefault(gkey, _Group())
+        group = self.groups.get(gkey)
+        if group is None:
+            group = self.groups[gkey] = _Group()
         heapq.heappush(group.members, order)
         if not stated:
             group.unstated.append(key)
-        self._advertise(gkey, group)
+        advertised = group.advertised
+        # Behind the best member of a group with its entry in the heap: nothing to move.
+        if advertised is None or order < advertised or group.parked:
+            self._advertise(gkey, group)
 
     def activate(self, key: WorkloadKey, order: OrderKey, gkey: GroupKey, stated: bool = True) -> None:
         """Queue a workload to be tried at once, and its group with it."""
@@ -85,18 +96,27 @@ class PendingQueue:
         return unstated
 
     def remove(self, key: WorkloadKey) -> None:
-        if self.order.pop(key, None) is None:
+        order = self.order.pop(key, None)
+        if order is None:
             return
         gkey = self.group_of.pop(key)
         group = self.groups[gkey]
         if self._best(group) is None:
             del self.groups[gkey]
+        elif order == group.advertised:
+            self._advertise(gkey, group)
 
     def pop(self) -> WorkloadKey | None:
         while self.heap:
             order, gkey = heapq.heappop(self.heap)
             group = self.groups.get(gkey)
-            if group is None or group.parked or self._best(group) != order:
+            if group is None or group.advertised != order:
+                continue  # the group is gone, or has its entry elsewhere in the heap
+            group.advertised = None
+            if group.parked:
+                continue  # it gets a new entry when it is unparked
+            if self._best(group) != order:
+                self._advertise(gkey, group)
                 continue
             heapq.heappop(group.members)
             key = (order[3], order[4])

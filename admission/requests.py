@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from kueuestream.admission.api.core import Container, PodSpec
-from kueuestream.admission.quantity import Quantity, resource_value
+from kueuestream.admission.quantity import Quantity, exact_resource_value
 
 Amounts = dict[str, int]
 # Exact amounts while a pod is summed up; Kueue rounds once, per pod, at the end.
@@ -14,9 +14,12 @@ _Exact = dict[str, Fraction]
 
 
 def _container_requests(container: Container) -> _Exact:
+    resources = container.resources
+    if not resources.limits:
+        return {name: q.value for name, q in resources.requests.items()}
     # A limit with no request stands in for the request, as the API server defaults it.
-    merged: dict[str, Quantity] = dict(container.resources.limits)
-    merged.update(container.resources.requests)
+    merged: dict[str, Quantity] = dict(resources.limits)
+    merged.update(resources.requests)
     return {name: q.value for name, q in merged.items()}
 
 
@@ -41,11 +44,17 @@ def pod_requests(spec: PodSpec) -> Amounts:
     The sum is exact (k8s PodRequests adds Quantities); only the per-pod total
     is rounded up to Kueue's int64 (millicores for cpu), as totalRequestsFromPodSets does.
     """
+    if not spec.init_containers and not spec.overhead and len(spec.containers) == 1:
+        # One container, the common case: its amounts are the pod's, with nothing to add.
+        return {
+            name: max(0, exact_resource_value(name, value))
+            for name, value in _container_requests(spec.containers[0]).items()
+        }
     total: _Exact = {}
     for container in spec.containers:
         _add(total, _container_requests(container))
     if not spec.init_containers and not spec.overhead:
-        return {name: max(0, resource_value(name, Quantity(value))) for name, value in total.items()}
+        return {name: max(0, exact_resource_value(name, value)) for name, value in total.items()}
     sidecars: _Exact = {}
     init_peak: _Exact = {}
     for container in spec.init_containers:
@@ -59,7 +68,7 @@ def pod_requests(spec: PodSpec) -> Amounts:
     _add(total, sidecars)
     _max(total, init_peak)
     _add(total, {name: q.value for name, q in spec.overhead.items()})
-    return {name: max(0, resource_value(name, Quantity(value))) for name, value in total.items()}
+    return {name: max(0, exact_resource_value(name, value)) for name, value in total.items()}
 
 
 def scale(amounts: Mapping[str, int], count: int) -> Amounts:

@@ -103,8 +103,9 @@ class Scheduler:
         self.lifecycle = lifecycle
         self.fair_sharing = fair_sharing
         self.cycles = 0
-        # The UnadmittedWorkloadsObservability gate, read at the start of each cycle.
+        # The UnadmittedWorkloadsObservability gate and the quota check, read at the start of each cycle.
         self.granular = True
+        self.only_declared = False
 
     def _reason(self, granular: str) -> str:
         """``granular`` with the gate on, the legacy ``Pending`` with it off."""
@@ -120,6 +121,7 @@ class Scheduler:
         # 2. Snapshot: what the cycle reserves or releases is undone when it ends (Cache.Snapshot).
         snapshot = Snapshot(self.cache)
         self.granular = snapshot.config.gate(GATE)
+        self.only_declared = snapshot.config.quota_check == "OnlyDeclared"
         try:
             # 3. Nominate: flavors and preemption targets per head (nominate).
             workloads = self.cache.workloads
@@ -153,7 +155,7 @@ class Scheduler:
             )
         pod_sets = rec.pod_sets
         assert pod_sets is not None
-        only_declared = snapshot.config.quota_check == "OnlyDeclared"
+        only_declared = self.only_declared
         oracle = self._oracle(rec, cq, snapshot) if cq.view.can_preempt else no_candidates
         entry, full = self._attempt(rec, cq, pod_sets, snapshot, only_declared, oracle)
         if entry is not None:

@@ -32,10 +32,11 @@ class ClusterQueueRecord:
     # The AdmissionChecks it requires, each with the flavors it applies to, and all its flavors.
     checks: dict[str, frozenset[str]] = field(default_factory=dict)
     flavors: frozenset[str] = frozenset()
+    # The ClusterQueue's name, read for every workload queued or tried.
+    name: str = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return self.obj.metadata.name
+    def __post_init__(self) -> None:
+        self.name = self.obj.metadata.name
 
 
 @dataclass(slots=True)

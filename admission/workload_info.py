@@ -17,6 +17,8 @@ from kueuestream.admission.jobs import WORKLOAD_PRIORITY_CLASS_SOURCE
 from kueuestream.admission.requests import pod_requests, scale, without_prefixes
 from kueuestream.admission.state import WorkloadRecord
 
+_NO_DEVICES = dra.Counted({}, "")
+
 
 def resolve_priority(wl: Workload, workload_classes: dict[str, int], pod_classes: dict[str, int]) -> int:
     """``spec.priority``, else its priority class's value, else the first pod's; 0 without any."""
@@ -56,34 +58,31 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
     rec.requests_problem = ""
     config = cache.config
     prefixes = config.resources.exclude_resource_prefixes
-    only_declared = config.quota_check == "OnlyDeclared"
-    devices = (
-        cache.dra.count(rec.obj, config) if config.gate("DynamicResourceAllocation") else dra.Counted({}, "")
-    )
+    # With only the declared resources counted, no prefix is excluded.
+    excluded = prefixes if prefixes and config.quota_check != "OnlyDeclared" else None
+    pod_sets = rec.obj.spec.pod_sets
+    devices = _NO_DEVICES
+    if config.gate("DynamicResourceAllocation") and any(ps.template.spec.resource_claims for ps in pod_sets):
+        devices = cache.dra.count(rec.obj, config)
     if devices.problem:
         rec.pod_sets, rec.requests_problem = None, devices.problem
         return
     out: list[PodSetRequest] = []
-    for ps in rec.obj.spec.pod_sets:
-        per_pod = pod_requests(ps.template.spec)
-        if not only_declared and prefixes:
-            per_pod = without_prefixes(per_pod, prefixes)
-        for resource, amount in devices.per_pod.get(ps.name, {}).items():
-            per_pod[resource] = per_pod.get(resource, 0) + amount
-        out.append(
-            PodSetRequest(
-                ps.name, ps.count, scale(per_pod, ps.count), ps.template.spec, ps.min_count, per_pod
-            )
-        )
+    # What makes workloads interchangeable, per pod set.
+    alike: list[tuple[object, ...]] = []
+    for ps in pod_sets:
+        spec = ps.template.spec
+        per_pod = pod_requests(spec)
+        if excluded:
+            per_pod = without_prefixes(per_pod, excluded)
+        if devices.per_pod:
+            for resource, amount in devices.per_pod.get(ps.name, {}).items():
+                per_pod[resource] = per_pod.get(resource, 0) + amount
+        requests = scale(per_pod, ps.count)
+        out.append(PodSetRequest(ps.name, ps.count, requests, spec, ps.min_count, per_pod))
+        alike.append((ps.name, ps.count, ps.min_count, tuple(sorted(requests.items())), _constraints(spec)))
     rec.pod_sets = out
-    rec.equivalence = (
-        rec.key[0],
-        rec.priority,
-        tuple(
-            (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())), _constraints(ps.spec))
-            for ps in out
-        ),
-    )
+    rec.equivalence = (rec.key[0], rec.priority, tuple(alike))
 
 
 def _constraints(spec: PodSpec) -> str:

@@ -19,6 +19,7 @@ REDACTED = "***"
 _SEPARATORS = re.compile(r"[,;]")
 # The userinfo of a URL inside free text: "scheme://USERINFO@". It stops at
 # characters no userinfo holds unencoded, so it never swallows the next URL.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _USERINFO_IN_TEXT = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s,;'\"<>]+@")
 
 
@@ -37,11 +38,13 @@ def redact_url(url: str) -> str:
     Whatever precedes the last ``@`` after the first ``://`` (or from the start
     of the text) is taken as userinfo, since no host holds an ``@``: a password
     with an unencoded ``,``, ``;``, ``@`` or ``://`` stays hidden, at the cost
-    of hiding the hosts written before it.
+    of hiding the hosts written before it. Only a valid scheme (RFC 3986) counts
+    as one, so a ``://`` inside a password of a URL without a scheme hides that
+    password too.
     """
     scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
+    if not sep or not _SCHEME.fullmatch(scheme):
+        scheme, sep, rest = "", "", url
     if "@" in rest:
         rest = f"{REDACTED}@{rest.rpartition('@')[2]}"
     return f"{scheme}{sep}{rest}"

@@ -76,6 +76,9 @@ def test_an_item_next_to_credentials_is_named_by_its_position(url: str) -> None:
         # A password may hold "://" itself: a host before it in the URL is hidden too.
         ("kafka://h:1;kafka://u:p@w@h2:2", "kafka://***@h2:2"),
         ("kafka://a:x;y://@h:1", "kafka://***@h:1"),
+        # Without a scheme, a "://" in the password is not taken for one.
+        ("u:\u0391://@h:1", "***@h:1"),
+        ("u:p w://@h:1", "***@h:1"),
         ("kafka://u:pa;ss@h:1;kafka://h2:2", "kafka://***@h:1;kafka://h2:2"),
         ("kafka://h:1", "kafka://h:1"),
     ],
