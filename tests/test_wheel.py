@@ -81,3 +81,14 @@ def test_the_wheel_installed_in_a_clean_venv_runs_the_cli(tmp_path: Path) -> Non
     for name in ("agents", "admission", "streams"):
         imported = run(python, "-c", f"import {name}", cwd=tmp_path)
         assert imported.returncode == 1 and f"No module named '{name}'" in imported.stderr, imported.stderr
+    # The dashboard's page, script and style sheet are package data of the wheel.
+    assets = run(
+        python,
+        "-c",
+        "from kueuestream.agents.dashboard.routes import ASSETS, asset; "
+        "print(sorted((n, len(asset(n)) > 0) for n in [*ASSETS, 'index.html']))",
+        cwd=tmp_path,
+    )
+    assert assets.stdout.strip() == "[('app.js', True), ('index.html', True), ('style.css', True)]", (
+        assets.stdout + assets.stderr
+    )

@@ -10,6 +10,7 @@ from kueuestream.agents.cli import (
     admit,
     apply,
     crds,
+    dashboard,
     drs,
     explain,
     get,
@@ -40,6 +41,7 @@ COMMANDS = (
     crds,
     watch,
     apply,
+    dashboard,
 )
 
 

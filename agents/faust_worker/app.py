@@ -58,6 +58,8 @@ from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.admission_shards import Emitted
 from kueuestream.agents.applier import applied_out, read_decision
 from kueuestream.agents.audit.pending import QueueNotFound
+from kueuestream.agents.dashboard.live import LiveDashboard
+from kueuestream.agents.dashboard.serve import worker_dashboard
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
 from kueuestream.agents.ingest import IngestHandler
@@ -131,6 +133,8 @@ class Runtime:
         # (topic, partition, end, next offset) of its admission partitions, taken on a timer.
         self.series: KueueSeries | None = None
         self.lag: list[tuple[str, int, int, int]] = []
+        # With --metrics-port: the dashboard of the shards this worker owns.
+        self.dashboard: LiveDashboard | None = None
         self.assigned = False
         # The loop the agents run on, once partitions are assigned: the engines change only there.
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -445,6 +449,7 @@ def build_app(
     clock: bool = True,
     cluster: bool = False,
     runtime_series: KueueSeries | None = None,
+    dashboard: LiveDashboard | None = None,
 ) -> tuple[faust.App, Runtime]:
     names = TopicNames(prefix)
     settings = kafka_settings(broker)
@@ -522,6 +527,8 @@ def build_app(
             runtime.update_views(partition, emitted)
             if runtime.series is not None:
                 runtime.series.count(runtime.engines([partition]), emitted.decisions)
+            if runtime.dashboard is not None:
+                runtime.dashboard.note(emitted.decisions)
             acker.add(event, await runtime.queue_outside([o for o in outs if o.role != Role.DECISIONS]))
 
     async def apply(stream: Any) -> None:
@@ -560,6 +567,14 @@ def build_app(
             runtime.measure()
 
         app.timer(interval=METRICS_INTERVAL)(measure)
+
+    if dashboard is not None:
+        runtime.dashboard = dashboard
+
+        async def show() -> None:
+            dashboard.publish(runtime.engines())
+
+        app.timer(interval=METRICS_INTERVAL)(show)
 
     async def on_assigned(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
         runtime.assigned = True
@@ -638,6 +653,7 @@ def run_worker(
             clock=clock,
             cluster=cluster,
             runtime_series=KueueSeries(served.registry) if served is not None else None,
+            dashboard=worker_dashboard(served.endpoint, settings, prefix) if served is not None else None,
         )
         if served is not None:
             served.ready = lambda: runtime.assigned

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import TextIO, TypeVar
 
 from kueuestream.admission.engine import Engine
+from kueuestream.agents.dashboard.live import LiveDashboard
+from kueuestream.agents.dashboard.serve import run_dashboard
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.runtime import describe_decision, describe_error, now_ms
 from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connect
@@ -97,6 +99,8 @@ class EmbeddedCluster:
     ) -> None:
         self.conn = conn
         self.metrics = metrics
+        # With --metrics-port: the dashboard of the engines, set once the endpoint serves it.
+        self.dashboard: LiveDashboard | None = None
         self.shadow = shadow
         self.log = log
         self.on_decision = on_decision
@@ -165,6 +169,9 @@ class EmbeddedCluster:
     def _measure(self) -> None:
         if self.metrics is not None:
             self.metrics.update(self.engines(), self._fresh)
+        if self.dashboard is not None:
+            self.dashboard.note(self._fresh)
+            self.dashboard.publish(self.engines())
 
     def engines(self) -> list[Engine]:
         """The engines of every shard, by partition and shard."""
@@ -302,9 +309,11 @@ class Observed(Served):
         serve_visibility(self.endpoint, self._read)
 
     def watch(self, runtime: EmbeddedCluster, watcher: Watcher) -> None:
-        """Report on ``runtime``: ready once ``watcher`` has processed its first full list."""
+        """Report on ``runtime``: ready once ``watcher`` has processed its first full list; its
+        dashboard at ``/dashboard``, with timelines read from its log."""
         self.positions = runtime.positions
         self.ready = watcher.synced.is_set
+        runtime.dashboard = run_dashboard(self.endpoint, str(runtime.log.directory))
         self._watched = (runtime, watcher, asyncio.get_running_loop())
 
     def _read(self, fn: Callable[[Sequence[Engine], str], T]) -> T:
