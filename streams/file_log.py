@@ -16,8 +16,9 @@ Durability: each call ends with one ``fsync`` per partition it wrote
 loss, and the cost of the fsync is shared by the whole batch.
 
 On open every segment is scanned, which validates every CRC and rebuilds the
-in-memory offset index. A damaged batch at the very end of a partition's last
-segment (a torn write from a crash, or damage to the last batch) is replaced
+in-memory offset index; reads check the CRC only of batches appended since.
+A damaged batch at the very end of a partition's last segment (a torn write
+from a crash, or damage to the last batch) is replaced
 by a tombstone (the only write the log ever does outside an append): the
 offsets its records may have had are never used again, so a consumer that
 recorded one of them as processed cannot mistake a later record for it.
@@ -40,7 +41,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -138,7 +139,8 @@ class FileLog:
     exists on disk keeps its own count. ``read_only=True`` opens without the
     writer lock and without repairing a torn tail (it is treated as the end), so
     a log can be inspected while its writer runs; it sees the records present
-    when it was opened.
+    when it was opened. ``topics``, with ``read_only=True``, opens only the
+    topics named (the others are neither scanned nor listed).
     """
 
     def __init__(
@@ -149,9 +151,13 @@ class FileLog:
         partitions: Mapping[str, int] | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         read_only: bool = False,
+        topics: Collection[str] | None = None,
     ) -> None:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
+        if topics is not None and not read_only:
+            raise ValueError("only a read-only log can be opened with some of its topics")
+        self._only = None if topics is None else frozenset(topics)
         self.directory = Path(directory)
         self.fsync = fsync
         self.read_only = read_only
@@ -186,6 +192,8 @@ class FileLog:
             # A topic directory without topic.json is a creation cut short before
             # any record was written: it does not exist yet.
             if not entry.is_dir() or not meta.is_file():
+                continue
+            if self._only is not None and entry.name not in self._only:
                 continue
             count = _read_topic_meta(meta)
             self._topics[entry.name] = _Topic(
@@ -455,8 +463,8 @@ class FileLog:
 
     def _read_plan(
         self, topic: str, partition: int, from_offset: int, until: int | None
-    ) -> tuple[list[tuple[Path, int, int]], int]:
-        """The ``(path, start position, size)`` of each segment to read, and the stop offset."""
+    ) -> tuple[list[tuple[Path, int, int, int]], int]:
+        """Each segment to read as ``(path, start position, size, verified bytes)``, and the stop offset."""
         with self._lock:
             count = self.partitions_sync(topic)
             if not 0 <= partition < count:
@@ -466,14 +474,14 @@ class FileLog:
                 return [], 0
             part = existing.partitions[partition]
             stop = part.next_offset if until is None else min(until, part.next_offset)
-            plan: list[tuple[Path, int, int]] = []
+            plan: list[tuple[Path, int, int, int]] = []
             for segment in part.segments:
                 if segment.end_offset <= from_offset or segment.size == 0:
                     continue
                 if segment.base_offset >= stop:
                     break
                 start = segment.position_for(from_offset) if not plan else 0
-                plan.append((segment.path, start, segment.size))
+                plan.append((segment.path, start, segment.size, segment.verified))
             return plan, stop
 
     # --- lifecycle -------------------------------------------------------------

@@ -22,10 +22,14 @@ also carries our pending reason: the ``reason`` and ``message`` of its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
-from collections.abc import Iterable, Sequence
+import gc
+import operator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.queues import OrderKey
@@ -34,19 +38,24 @@ from kueuestream.admission.status import QUOTA_RESERVED
 from kueuestream.admission.timefmt import rfc3339
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.audit.queue_fold import (
+    LastDecisions,
     NeedsReplay,
     QueueFold,
     Waiting,
-    condition,
+    apply_decisions,
     fold,
+    fold_admission,
+    last_decisions,
     queued_order,
 )
 from kueuestream.agents.audit.replay import (
+    is_kafka,
     open_log,
     read_admission,
     read_partition,
     stood_in_for_job_controller,
 )
+from kueuestream.agents.forked import map_parts
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_settings import KafkaSettings
@@ -57,6 +66,7 @@ API_VERSION = f"{GROUP}/v1beta2"
 # pkg/constants: DefaultPendingWorkloadsLimit, MaxPendingWorkloadsLimit.
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
+_by_order = operator.itemgetter(0)  # an Entry's order
 
 
 class QueueNotFound(LookupError):
@@ -107,26 +117,27 @@ def queue_order(engine: Engine, cluster_queue: str) -> list[Entry]:
                 keys.append(key)
     recs = [workloads[key] for key in keys if key in workloads]
     entries = [Entry(rec.order_key(), rec.obj.spec.queue_name, rec) for rec in recs]
-    entries.sort(key=lambda e: e.order)
+    entries.sort(key=_by_order)
     return entries
 
 
 def fold_order(folded: QueueFold, cluster_queue: str) -> list[Entry]:
     """What :func:`queue_order` gives, from a :class:`~kueuestream.agents.audit.queue_fold.QueueFold`."""
     entries = []
-    local_queues, stopped = folded.local_queues, folded.stopped_local_queues
+    # The LocalQueues whose Workloads wait in cluster_queue's queue.
+    feeding = {
+        lq for lq, cq in folded.local_queues.items() if cq == cluster_queue
+    } - folded.stopped_local_queues
     for wl in folded.workloads.values():
-        lq = (wl.namespace, wl.queue_name)
-        if local_queues.get(lq) == cluster_queue and lq not in stopped:
+        if (wl.namespace, wl.queue_name) in feeding:
             order = queued_order(wl)
             if order is not None:
                 entries.append(Entry(order, wl.queue_name, wl))
-    entries.sort(key=lambda e: e.order)
+    entries.sort(key=_by_order)
     return entries
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """A pending Workload, by its place in the queue's order; the rest is read only for the items shown."""
 
     order: OrderKey
@@ -155,13 +166,8 @@ def _metadata(namespace: str, name: str, manifest_meta: dict[str, Any], created_
 def _item(entry: Entry, in_cq: int, in_lq: int) -> dict[str, Any]:
     source = entry.source
     if isinstance(source, Waiting):
-        cond = condition(source.status, QUOTA_RESERVED) or {}
         meta = _metadata(source.namespace, source.name, source.metadata, source.created_ms)
-        priority, reason, message = (
-            source.priority,
-            str(cond.get("reason") or ""),
-            str(cond.get("message") or ""),
-        )
+        priority, (_, reason, message) = source.priority, source.standing
     else:
         held = source.conditions.get(QUOTA_RESERVED)
         waiting = held is not None and held.status == "False"
@@ -295,14 +301,8 @@ async def read_log(
     """The partitions of ``kueue.admission`` and of ``kueue.decisions``."""
     async with open_log(log, kafka) as opened:
         if isinstance(opened, FileLog):
-            lost = [gap for gap in opened.lost_sync() if gap.topic in (names.admission, names.decisions)]
-            if lost:
-                # A lost decision could leave an admitted Workload listed as waiting.
-                raise LogError(f"the log lost records, so the pending list could be wrong: {lost[0]}")
-        if isinstance(opened, FileLog):
+            _check_file_log(opened, names)
             # Read at once: nothing else runs on this loop to yield to.
-            if names.admission not in opened.topics_sync():
-                raise LogError(f"the log has no {names.admission} topic: no queue to list")
             admission = [
                 list(opened.read_sync(names.admission, p))
                 for p in range(opened.partitions_sync(names.admission))
@@ -317,6 +317,58 @@ async def read_log(
                 else:
                     decisions.append(await read_partition(opened, names.decisions, p))
     return admission, decisions
+
+
+def _check_file_log(opened: FileLog, names: TopicNames) -> None:
+    """:class:`~kueuestream.streams.log.LogError` unless ``opened`` holds a whole ``kueue.admission``
+    and ``kueue.decisions``."""
+    lost = [gap for gap in opened.lost_sync() if gap.topic in (names.admission, names.decisions)]
+    if lost:
+        # A lost decision could leave an admitted Workload listed as waiting.
+        raise LogError(f"the log lost records, so the pending list could be wrong: {lost[0]}")
+    if names.admission not in opened.topics_sync():
+        raise LogError(f"the log has no {names.admission} topic: no queue to list")
+
+
+def _fold_file_log(log: str, names: TopicNames) -> QueueFold | None:
+    """The fold of the embedded log at ``log``; None when it takes the engines.
+
+    The two topics are read and folded side by side, the decisions in a forked
+    child (:func:`~kueuestream.agents.forked.map_parts`), from one open of the log.
+    """
+    if not Path(log).is_dir():
+        raise LogError(f"no embedded log at {log} (expected a directory, or kafka://HOST:PORT)")
+    with FileLog(log, read_only=True, topics=(names.admission, names.decisions)) as opened:
+        _check_file_log(opened, names)
+        topics = opened.topics_sync()
+
+        def fold_topic(topic: str) -> QueueFold | LastDecisions | str:
+            if topic not in topics:
+                return {}
+            records = [list(opened.read_sync(topic, p)) for p in range(opened.partitions_sync(topic))]
+            try:
+                return fold_admission(records) if topic == names.admission else last_decisions(records)
+            except NeedsReplay as exc:
+                return str(exc)
+
+        folded, last = map_parts(fold_topic, [names.admission, names.decisions])
+    if not isinstance(folded, QueueFold) or not isinstance(last, dict):
+        return None
+    apply_decisions(folded, last)
+    return folded
+
+
+@contextlib.contextmanager
+def _collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection meanwhile: a fold allocates some hundred thousand objects and
+    frees almost none, so every collection it would trigger finds nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def summary_of_log(
@@ -381,7 +433,13 @@ def pending_json(
     Raises :class:`QueueNotFound` for a queue the log does not hold, and
     :class:`~kueuestream.streams.log.LogError` for a log that cannot be read.
     """
-    admission, decisions = asyncio.run(read_log(log, TopicNames(prefix), kafka))
+    names = TopicNames(prefix)
+    if not is_kafka(log):
+        with _collection_paused(), contextlib.suppress(NeedsReplay):
+            folded = _fold_file_log(log, names)
+            if folded is not None:
+                return _folded_summary(folded, cluster_queue, local_queue, limit, offset)
+    admission, decisions = asyncio.run(read_log(log, names, kafka))
     return summary_of_log(
         admission, decisions, cluster_queue=cluster_queue, local_queue=local_queue, limit=limit, offset=offset
     )

@@ -62,7 +62,7 @@ class Waiting:
     created_ms: int
     metadata: dict[str, Any]
     active: bool
-    status: dict[str, Any]
+    standing: Standing
 
 
 @dataclass(slots=True)
@@ -75,6 +75,13 @@ class QueueFold:
     workloads: dict[tuple[str, str], Waiting] = field(default_factory=dict)
 
 
+# A Workload's place by its status: in its queue, in it and sorted first while its
+# preemptions complete, in no queue, or in the queue of an inactive ClusterQueue.
+QUEUED, FIRST, OUT, INACTIVE = 0, 1, 2, 3
+# The place, and the reason and message of the status's (first) QuotaReserved condition.
+Standing = tuple[int, str, str]
+
+
 def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
     for cond in status.get("conditions") or []:
         if isinstance(cond, dict) and cond.get("type") == type_:
@@ -82,33 +89,46 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return None
 
 
-def queued_order(wl: Waiting) -> OrderKey | None:
-    """``wl``'s place in its queue (:meth:`~kueuestream.admission.state.WorkloadRecord.order_key`),
-    or None when the engine has it in no queue: not pending, not active, or kept out of every queue.
-    :class:`NeedsReplay` when its queue is inactive."""
-    if not wl.active:
-        return None
+def standing(status: dict[str, Any]) -> Standing:
+    """What ``status`` says of a Workload's place in its queue, and why it waits."""
+    held = condition(status, QUOTA_RESERVED) or {}
+    why = (str(held.get("reason") or ""), str(held.get("message") or ""))
     reserved: dict[str, Any] = {}
-    for cond in wl.status.get("conditions") or ():
+    for cond in status.get("conditions") or ():
         kind = cond.get("type") if isinstance(cond, dict) else None
         if kind == QUOTA_RESERVED:
             reserved = cond
         elif kind == FINISHED and cond.get("status") == "True":
-            return None
+            return (OUT, *why)
     reason = reserved.get("reason")
     if reserved.get("status") == "True":
-        return None
+        return (OUT, *why)
     if reason in NOT_QUEUED:
         if reason in (SUSPENDED, INADMISSIBLE) and "is inactive" in str(reserved.get("message")):
             # Kueue keeps the Workloads of a stopped queue queued; the engine does not.
-            raise NeedsReplay(f"the queue of Workload {wl.namespace}/{wl.name} is inactive")
-        return None
+            return (INACTIVE, *why)
+        return (OUT, *why)
     message = reserved.get("message")
     # Sorted first while its preemptions complete, as the scheduler marks it.
     sticky = reason == WAITING_FOR_PREEMPTED_WORKLOADS or (
         isinstance(message, str) and "Pending the preemption" in message and bool(_PREEMPTING.search(message))
     )
-    return (not sticky, -wl.priority, wl.created_ms, wl.namespace, wl.name)
+    return (FIRST if sticky else QUEUED, *why)
+
+
+NO_STATUS = standing({})
+
+
+def queued_order(wl: Waiting) -> OrderKey | None:
+    """``wl``'s place in its queue (:meth:`~kueuestream.admission.state.WorkloadRecord.order_key`),
+    or None when the engine has it in no queue: not pending, not active, or kept out of every queue.
+    :class:`NeedsReplay` when its queue is inactive."""
+    place = wl.standing[0]
+    if not wl.active or place == OUT:
+        return None
+    if place == INACTIVE:
+        raise NeedsReplay(f"the queue of Workload {wl.namespace}/{wl.name} is inactive")
+    return (place != FIRST, -wl.priority, wl.created_ms, wl.namespace, wl.name)
 
 
 def _priority(manifest: dict[str, Any]) -> int | None:
@@ -127,17 +147,39 @@ def _priority(manifest: dict[str, Any]) -> int | None:
 
 def fold(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[Record]]) -> QueueFold:
     """The queues at the end of the recorded partitions; :class:`NeedsReplay` when that takes the engines."""
+    out = fold_admission(admission)
+    apply_decisions(out, last_decisions(decisions))
+    return out
+
+
+def fold_admission(admission: Sequence[Sequence[Record]]) -> QueueFold:
+    """The queues the ``kueue.admission`` partitions leave, each Workload with the status it arrived with."""
     out = QueueFold()
     for records in admission:
         _fold_partition(records, out)
-    done: set[tuple[str, str]] = set()
-    workloads = out.workloads
+    return out
+
+
+# What a Workload's last decision says of it (:func:`standing`); None when it deleted the Workload.
+LastDecisions = dict[tuple[str, str], Standing | None]
+
+
+def last_decisions(decisions: Sequence[Sequence[Record]]) -> LastDecisions:
+    """Of each Workload, what the status its last decision in the ``kueue.decisions`` partitions gives says.
+
+    A Workload decided in several partitions takes its decision in the first.
+    """
+    last: LastDecisions = {}
+    # One object per distinct reason or message: fewer to send from a forked child.
+    texts: dict[str, str] = {}
+    loads = orjson.loads
     for records in decisions:
         # Newest first: only a Workload's last decision is read (decisions are keyed by Workload).
         read: set[bytes] = set()
         for record in reversed(records):
-            if b'"Rejected"' in record.value:
-                d = orjson.loads(record.value)
+            value = record.value
+            if b'"Rejected"' in value:
+                d = loads(value)
                 if d.get("action") == "Rejected":
                     ref = d.get("ref") or {}
                     raise NeedsReplay(
@@ -147,16 +189,26 @@ def fold(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[Rec
                 if record.key in read:
                     continue
                 read.add(record.key)
-            d = orjson.loads(record.value)
+            d = loads(value)
             ref = d.get("ref") or {}
             key = (ref.get("namespace", ""), ref.get("name", ""))
-            if ref.get("kind") == "Workload" and key not in done:
-                done.add(key)
-                wl = workloads.get(key)
-                if wl is not None:
-                    # After a Deleted decision, a Workload of that name is a new one, with no status yet.
-                    wl.status = {} if d.get("action") == "Deleted" else d.get("status") or {}
-    return out
+            if ref.get("kind") == "Workload" and key not in last:
+                if d.get("action") == "Deleted":
+                    last[key] = None
+                else:
+                    place, reason, message = standing(d.get("status") or {})
+                    last[key] = (place, texts.setdefault(reason, reason), texts.setdefault(message, message))
+    return last
+
+
+def apply_decisions(out: QueueFold, last: LastDecisions) -> None:
+    """Give each folded Workload what its last decision says, if it has one."""
+    workloads = out.workloads
+    for key, said in last.items():
+        wl = workloads.get(key)
+        if wl is not None:
+            # After a Deleted decision, a Workload of that name is a new one, with no status yet.
+            wl.standing = NO_STATUS if said is None else said
 
 
 def _fold_partition(records: Sequence[Record], out: QueueFold) -> None:
@@ -184,7 +236,9 @@ def _fold_partition(records: Sequence[Record], out: QueueFold) -> None:
         kind = entry.get("kind", "")
         obj = entry.get("object") or {}
         if kind == "Workload":
-            now = max(clocks.get(shard, 0), broadcast_clock)
+            now = clocks.get(shard, 0)
+            if broadcast_clock > now:
+                now = broadcast_clock
             _workload(out, (entry.get("namespace", ""), entry["name"]), entry.get("type"), obj, now)
         elif kind in _REPLAY_KINDS or (obj.get("apiVersion") == GROUP_VERSION and kind != "WatchBatch"):
             raise NeedsReplay(f"the log holds a {kind or obj.get('kind')}")
@@ -226,34 +280,40 @@ def _workload(
         return
     if event in ("Stopped", "Finished"):
         return  # what follows is in the decisions
-    status = obj.get("status") or {}
-    if status.get("requeueState") or status.get("admissionChecks"):
+    status = obj.get("status")
+    if status and (status.get("requeueState") or status.get("admissionChecks")):
         raise NeedsReplay(f"Workload {key[0]}/{key[1]} waits for admission checks or a retry")
     spec = obj.get("spec") or {}
-    priority = spec.get("priority")
-    if not isinstance(priority, int):
-        priority = _priority(obj)
-        if priority is None:
+    given = spec.get("priority")
+    if isinstance(given, int):
+        priority = given
+    else:
+        named = _priority(obj)
+        if named is None:
             raise NeedsReplay(f"Workload {key[0]}/{key[1]} takes its priority from a class")
+        priority = named
     metadata = obj.get("metadata") or {}
+    queue_name = spec.get("queueName")
+    queue_name = queue_name if type(queue_name) is str else str(queue_name or "")
+    active = spec.get("active", True) is not False
     known = out.workloads.get(key)
     if known is not None:
         # As the engine updates a Workload: the priority only when given, the age never.
-        known.queue_name = str(spec.get("queueName") or "")
+        known.queue_name = queue_name
         known.metadata = metadata
-        known.active = spec.get("active", True) is not False
-        if isinstance(spec.get("priority"), int):
+        known.active = active
+        if isinstance(given, int):
             known.priority = priority
         return
     created = metadata.get("creationTimestamp")
     created_ms = parse_rfc3339(created) if isinstance(created, str) else None
     out.workloads[key] = Waiting(
-        namespace=key[0],
-        name=key[1],
-        queue_name=str(spec.get("queueName") or ""),
-        priority=priority,
-        created_ms=now_ms if created_ms is None else created_ms,
-        metadata=metadata,
-        active=spec.get("active", True) is not False,
-        status=status,
+        key[0],
+        key[1],
+        queue_name,
+        priority,
+        now_ms if created_ms is None else created_ms,
+        metadata,
+        active,
+        standing(status) if status else NO_STATUS,
     )
