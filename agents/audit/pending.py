@@ -358,10 +358,29 @@ def _fold_file_log(log: str, names: TopicNames) -> QueueFold | None:
     return folded
 
 
+def _summary_of_file_log(
+    log: str,
+    names: TopicNames,
+    cluster_queue: str | None,
+    local_queue: tuple[str, str] | None,
+    limit: int,
+    offset: int,
+) -> dict[str, Any] | None:
+    """The summary folded from the embedded log at ``log``; None when it takes the engines."""
+    try:
+        folded = _fold_file_log(log, names)
+        if folded is None:
+            return None
+        return _folded_summary(folded, cluster_queue, local_queue, limit, offset)
+    except NeedsReplay:
+        return None
+
+
 @contextlib.contextmanager
 def _collection_paused() -> Iterator[None]:
     """No cyclic garbage collection meanwhile: a fold allocates some hundred thousand objects and
-    frees almost none, so every collection it would trigger finds nothing."""
+    frees almost none, so every collection it would trigger finds nothing. What the block keeps
+    is left to the next collection, so it should keep little."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -435,10 +454,10 @@ def pending_json(
     """
     names = TopicNames(prefix)
     if not is_kafka(log):
-        with _collection_paused(), contextlib.suppress(NeedsReplay):
-            folded = _fold_file_log(log, names)
-            if folded is not None:
-                return _folded_summary(folded, cluster_queue, local_queue, limit, offset)
+        with _collection_paused():
+            answer = _summary_of_file_log(log, names, cluster_queue, local_queue, limit, offset)
+        if answer is not None:
+            return answer
     admission, decisions = asyncio.run(read_log(log, names, kafka))
     return summary_of_log(
         admission, decisions, cluster_queue=cluster_queue, local_queue=local_queue, limit=limit, offset=offset
