@@ -345,9 +345,12 @@ def _fold_file_log(log: str, names: TopicNames) -> QueueFold | None:
         def fold_topic(topic: str) -> QueueFold | LastDecisions | str:
             if topic not in topics:
                 return {}
-            records = [list(opened.read_sync(topic, p)) for p in range(opened.partitions_sync(topic))]
+            partitions = range(opened.partitions_sync(topic))
             try:
-                return fold_admission(records) if topic == names.admission else last_decisions(records)
+                if topic == names.admission:
+                    # Folded as read, so that each record's memory serves the next one.
+                    return fold_admission(opened.read_sync(topic, p) for p in partitions)
+                return last_decisions([list(opened.read_sync(topic, p)) for p in partitions])
             except NeedsReplay as exc:
                 return str(exc)
 

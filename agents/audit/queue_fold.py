@@ -20,7 +20,7 @@ refused.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,7 +152,7 @@ def fold(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[Rec
     return out
 
 
-def fold_admission(admission: Sequence[Sequence[Record]]) -> QueueFold:
+def fold_admission(admission: Iterable[Iterable[Record]]) -> QueueFold:
     """The queues the ``kueue.admission`` partitions leave, each Workload with the status it arrived with."""
     out = QueueFold()
     for records in admission:
@@ -211,7 +211,7 @@ def apply_decisions(out: QueueFold, last: LastDecisions) -> None:
             wl.standing = NO_STATUS if said is None else said
 
 
-def _fold_partition(records: Sequence[Record], out: QueueFold) -> None:
+def _fold_partition(records: Iterable[Record], out: QueueFold) -> None:
     loads = orjson.loads
     seen: set[tuple[str, int, int]] = set()
     # Each shard's engine clock: the latest event time it was given (broadcasts reach every shard).
