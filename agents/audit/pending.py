@@ -166,7 +166,7 @@ def _metadata(namespace: str, name: str, manifest_meta: dict[str, Any], created_
 def _item(entry: Entry, in_cq: int, in_lq: int) -> dict[str, Any]:
     source = entry.source
     if isinstance(source, Waiting):
-        meta = _metadata(source.namespace, source.name, source.metadata, source.created_ms)
+        meta = _metadata(source.namespace, source.name, source.manifest_metadata(), source.created_ms)
         priority, (_, reason, message) = source.priority, source.standing
     else:
         held = source.conditions.get(QUOTA_RESERVED)

@@ -9,6 +9,13 @@ with no decision yet keeps the status it arrived with). This reads a log of
 50,000 pending Workloads about fifty times faster than rebuilding the engines
 (see ``bench/pending_bench.py``).
 
+Records are decoded with :mod:`msgspec` into just the fields the fold
+reads; the rest of a manifest (its pod templates) is skipped, never built
+into objects. A record that does not have the plain shape those fields
+expect (a field of another type, a Workload with no ``spec.priority``) is
+decoded whole with :mod:`orjson` and folded as before, so both decodings give
+the same fold.
+
 It is exact for the logs it accepts, and accepts only those where nothing
 else bears on the order: :func:`fold` raises :class:`NeedsReplay` (and the
 caller rebuilds the engines instead) for a log with shard handovers, Jobs,
@@ -22,8 +29,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import orjson
 
 from kueuestream.admission.pending_reasons import (
@@ -60,9 +68,16 @@ class Waiting:
     queue_name: str
     priority: int
     created_ms: int
-    metadata: dict[str, Any]
+    # The manifest's metadata, or its JSON text, decoded only for the Workloads shown.
+    metadata: dict[str, Any] | bytes
     active: bool
     standing: Standing
+
+    def manifest_metadata(self) -> dict[str, Any]:
+        if isinstance(self.metadata, bytes):
+            decoded: dict[str, Any] = orjson.loads(self.metadata)
+            return decoded
+        return self.metadata
 
 
 @dataclass(slots=True)
@@ -145,6 +160,68 @@ def _priority(manifest: dict[str, Any]) -> int | None:
     return 0
 
 
+# An integer orjson also reads as one (it reads larger ones as floats): an int64.
+_Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+class _Origin(msgspec.Struct):
+    stream: str
+    offset: _Int
+    index: _Int
+
+
+class _Spec(msgspec.Struct):
+    priority: _Int | None = None
+    queueName: str | None = None  # the manifest's spelling
+    active: bool | None = None
+
+
+# A field left as its JSON text; empty when absent.
+_ABSENT = msgspec.Raw()
+
+
+class _Object(msgspec.Struct):
+    metadata: msgspec.Raw = _ABSENT
+    spec: _Spec | None = None
+    status: msgspec.Raw = _ABSENT
+
+
+class _Entry(msgspec.Struct, kw_only=True):
+    """The fields of a ``kueue.admission`` entry the fold reads."""
+
+    kind: str = ""
+    name: str
+    namespace: str = ""
+    type: str | None = None
+    shard: str
+    time_ms: _Int
+    origin: _Origin
+    object: _Object | None = None
+
+
+class _Metadata(msgspec.Struct):
+    creationTimestamp: Any = None
+
+
+class _Ref(msgspec.Struct):
+    kind: Any = None
+    name: str | None = ""
+    namespace: str | None = ""
+
+
+class _Decision(msgspec.Struct):
+    """The fields of a ``kueue.decisions`` record the fold reads."""
+
+    action: Any = None
+    ref: _Ref | None = None
+    status: msgspec.Raw = _ABSENT
+
+
+_read_entry = msgspec.json.Decoder(_Entry).decode
+_read_metadata = msgspec.json.Decoder(_Metadata | None).decode
+_read_decision = msgspec.json.Decoder(_Decision).decode
+
+
 def fold(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[Record]]) -> QueueFold:
     """The queues at the end of the recorded partitions; :class:`NeedsReplay` when that takes the engines."""
     out = fold_admission(admission)
@@ -172,6 +249,8 @@ def last_decisions(decisions: Sequence[Sequence[Record]]) -> LastDecisions:
     last: LastDecisions = {}
     # One object per distinct reason or message: fewer to send from a forked child.
     texts: dict[str, str] = {}
+    # Decisions repeat the same status for many Workloads: each distinct one is read once.
+    said: dict[bytes, Standing] = {}
     loads = orjson.loads
     for records in decisions:
         # Newest first: only a Workload's last decision is read (decisions are keyed by Workload).
@@ -189,16 +268,39 @@ def last_decisions(decisions: Sequence[Sequence[Record]]) -> LastDecisions:
                 if record.key in read:
                     continue
                 read.add(record.key)
-            d = loads(value)
-            ref = d.get("ref") or {}
-            key = (ref.get("namespace", ""), ref.get("name", ""))
-            if ref.get("kind") == "Workload" and key not in last:
-                if d.get("action") == "Deleted":
-                    last[key] = None
-                else:
-                    place, reason, message = standing(d.get("status") or {})
-                    last[key] = (place, texts.setdefault(reason, reason), texts.setdefault(message, message))
+            try:
+                decision = _read_decision(value)
+            except msgspec.DecodeError:
+                decision = None
+            if decision is None:
+                d = loads(value)
+                ref = d.get("ref") or {}
+                kind, action, status = ref.get("kind"), d.get("action"), d.get("status")
+                key = (ref.get("namespace", ""), ref.get("name", ""))
+            else:
+                found = decision.ref
+                if found is None:
+                    continue
+                kind, action, status = found.kind, decision.action, decision.status
+                key = (found.namespace, found.name)
+            if kind != "Workload" or key in last:
+                continue
+            if action == "Deleted":
+                last[key] = None
+            elif isinstance(status, msgspec.Raw):
+                text = bytes(status)
+                known = said.get(text)
+                if known is None:
+                    known = said[text] = _interned(standing((loads(text) if text else None) or {}), texts)
+                last[key] = known
+            else:
+                last[key] = _interned(standing(status or {}), texts)
     return last
+
+
+def _interned(place: Standing, texts: dict[str, str]) -> Standing:
+    _, reason, message = place
+    return (place[0], texts.setdefault(reason, reason), texts.setdefault(message, message))
 
 
 def apply_decisions(out: QueueFold, last: LastDecisions) -> None:
@@ -212,19 +314,24 @@ def apply_decisions(out: QueueFold, last: LastDecisions) -> None:
 
 
 def _fold_partition(records: Iterable[Record], out: QueueFold) -> None:
-    loads = orjson.loads
-    seen: set[tuple[str, int, int]] = set()
+    seen: set[tuple[Any, Any, Any]] = set()
     # Each shard's engine clock: the latest event time it was given (broadcasts reach every shard).
     clocks: dict[str, int] = {}
     broadcast_clock = 0
     for record in records:
+        value = record.value
+        entry: dict[str, Any] | None = None
         try:
-            entry = loads(record.value)
-            origin = entry["origin"]
-            key = (origin["stream"], origin["offset"], origin["index"])
-            shard, time_ms = entry["shard"], int(entry["time_ms"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise NeedsReplay(f"record {record.offset} cannot be read as JSON: {exc}") from exc
+            plain: _Entry | None = _read_entry(value)
+        except msgspec.DecodeError:
+            plain = None
+        if plain is not None:
+            origin = plain.origin
+            key: tuple[Any, Any, Any] = (origin.stream, origin.offset, origin.index)
+            shard, time_ms, kind = plain.shard, plain.time_ms, plain.kind
+        else:
+            entry, key, shard, time_ms = _decoded_entry(record)
+            kind = entry.get("kind", "")
         if key in seen:
             continue
         seen.add(key)
@@ -233,20 +340,47 @@ def _fold_partition(records: Iterable[Record], out: QueueFold) -> None:
                 broadcast_clock = time_ms
         elif time_ms > clocks.get(shard, 0):
             clocks[shard] = time_ms
-        kind = entry.get("kind", "")
-        obj = entry.get("object") or {}
         if kind == "Workload":
             now = clocks.get(shard, 0)
             if broadcast_clock > now:
                 now = broadcast_clock
-            _workload(out, (entry.get("namespace", ""), entry["name"]), entry.get("type"), obj, now)
-        elif kind in _REPLAY_KINDS or (obj.get("apiVersion") == GROUP_VERSION and kind != "WatchBatch"):
+            if plain is not None and _plain_workload(out, plain, now):
+                continue
+            if entry is None:
+                entry = _decoded_entry(record)[0]
+            _workload(
+                out,
+                (entry.get("namespace", ""), entry["name"]),
+                entry.get("type"),
+                entry.get("object") or {},
+                now,
+            )
+            continue
+        if entry is None:
+            entry = _decoded_entry(record)[0]
+        obj = entry.get("object") or {}
+        if kind in _REPLAY_KINDS or (obj.get("apiVersion") == GROUP_VERSION and kind != "WatchBatch"):
             raise NeedsReplay(f"the log holds a {kind or obj.get('kind')}")
         elif kind == "ClusterQueue":
             _cluster_queue(out, entry["name"], obj if entry.get("type") == "Upsert" else None)
         elif kind == "LocalQueue":
             key_lq = (entry.get("namespace", ""), entry["name"])
             _local_queue(out, key_lq, obj if entry.get("type") == "Upsert" else None)
+
+
+def _decoded_entry(record: Record) -> tuple[dict[str, Any], tuple[Any, Any, Any], Any, int]:
+    """The whole entry, its origin, shard and time; :class:`NeedsReplay` when it cannot be read."""
+    try:
+        entry = orjson.loads(record.value)
+        origin = entry["origin"]
+        return (
+            entry,
+            (origin["stream"], origin["offset"], origin["index"]),
+            entry["shard"],
+            int(entry["time_ms"]),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise NeedsReplay(f"record {record.offset} cannot be read as JSON: {exc}") from exc
 
 
 def _cluster_queue(out: QueueFold, name: str, obj: dict[str, Any] | None) -> None:
@@ -272,6 +406,43 @@ def _local_queue(out: QueueFold, key: tuple[str, str], obj: dict[str, Any] | Non
         out.stopped_local_queues.add(key)
 
 
+def _plain_workload(out: QueueFold, entry: _Entry, now_ms: int) -> bool:
+    """Fold a Workload entry from its decoded fields; False when it takes the whole manifest
+    (:func:`_workload`): no ``spec.priority``, or metadata that is not an object."""
+    key = (entry.namespace, entry.name)
+    event = entry.type
+    if event == "Delete":
+        out.workloads.pop(key, None)
+        return True
+    if event in ("Stopped", "Finished"):
+        return True  # what follows is in the decisions
+    obj = entry.object
+    spec = obj.spec if obj is not None else None
+    if obj is None or spec is None or spec.priority is None:
+        return False
+    raw_metadata = obj.metadata
+    try:
+        metadata = _read_metadata(raw_metadata) if raw_metadata else None
+    except msgspec.DecodeError:
+        return False
+    try:
+        status = orjson.loads(bytes(obj.status)) if obj.status else None
+    except orjson.JSONDecodeError:
+        return False
+    _put_workload(
+        out,
+        key,
+        status,
+        spec.priority,
+        spec.queueName or "",
+        bytes(raw_metadata) if metadata is not None else {},
+        metadata.creationTimestamp if metadata is not None else None,
+        spec.active is not False,
+        now_ms,
+    )
+    return True
+
+
 def _workload(
     out: QueueFold, key: tuple[str, str], event: str | None, obj: dict[str, Any], now_ms: int
 ) -> None:
@@ -280,32 +451,57 @@ def _workload(
         return
     if event in ("Stopped", "Finished"):
         return  # what follows is in the decisions
-    status = obj.get("status")
-    if status and (status.get("requeueState") or status.get("admissionChecks")):
-        raise NeedsReplay(f"Workload {key[0]}/{key[1]} waits for admission checks or a retry")
     spec = obj.get("spec") or {}
     given = spec.get("priority")
-    if isinstance(given, int):
-        priority = given
-    else:
-        named = _priority(obj)
-        if named is None:
-            raise NeedsReplay(f"Workload {key[0]}/{key[1]} takes its priority from a class")
-        priority = named
     metadata = obj.get("metadata") or {}
     queue_name = spec.get("queueName")
     queue_name = queue_name if type(queue_name) is str else str(queue_name or "")
-    active = spec.get("active", True) is not False
+    _put_workload(
+        out,
+        key,
+        obj.get("status"),
+        given if isinstance(given, int) else None,
+        queue_name,
+        metadata,
+        metadata.get("creationTimestamp"),
+        spec.get("active", True) is not False,
+        now_ms,
+        obj,
+    )
+
+
+def _put_workload(
+    out: QueueFold,
+    key: tuple[str, str],
+    status: Any,
+    given: int | None,
+    queue_name: str,
+    metadata: dict[str, Any] | bytes,
+    created: Any,
+    active: bool,
+    now_ms: int,
+    obj: dict[str, Any] | None = None,
+) -> None:
+    """Add or update a Workload; ``given`` is its ``spec.priority`` when that is an integer, and
+    ``obj`` its manifest, read for a priority only when none is given."""
+    if status and (status.get("requeueState") or status.get("admissionChecks")):
+        raise NeedsReplay(f"Workload {key[0]}/{key[1]} waits for admission checks or a retry")
+    if given is not None:
+        priority = given
+    else:
+        named = _priority(obj or {})
+        if named is None:
+            raise NeedsReplay(f"Workload {key[0]}/{key[1]} takes its priority from a class")
+        priority = named
     known = out.workloads.get(key)
     if known is not None:
         # As the engine updates a Workload: the priority only when given, the age never.
         known.queue_name = queue_name
         known.metadata = metadata
         known.active = active
-        if isinstance(given, int):
+        if given is not None:
             known.priority = priority
         return
-    created = metadata.get("creationTimestamp")
     created_ms = parse_rfc3339(created) if isinstance(created, str) else None
     out.workloads[key] = Waiting(
         key[0],
