@@ -264,6 +264,8 @@ def read_segments(
     ``plan``; the CRC of a batch is checked unless it lies within the segment's first ``verified`` bytes."""
     unpack_record = RECORD.unpack_from
     unpack_batch = BATCH.unpack_from
+    # What Record(...) does, without the call through its Python-level __new__.
+    new_record = tuple.__new__
     for path, start, size, verified in plan:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as buf:
             pos = start
@@ -278,17 +280,17 @@ def read_segments(
                     continue  # wholly before the range: skip without copying it
                 if base >= stop:
                     return
-                payload = buf[begin:pos]
-                if pos > verified and zlib.crc32(payload) != crc:
+                if pos > verified and zlib.crc32(buf[begin:pos]) != crc:
                     raise CorruptLogError(f"{path}: checksum mismatch at byte {begin - FRAME.size}")
-                at = BATCH.size
+                # Keys and values are copied straight out of the map, the batch never whole.
+                at = begin + BATCH.size
                 for offset in range(base, base + count):
-                    key_len, value_len = unpack_record(payload, at)
+                    key_len, value_len = unpack_record(buf, at)
                     at += RECORD.size
                     if offset >= stop:
                         return
                     if offset >= from_offset:
-                        key = payload[at : at + key_len]
-                        value = payload[at + key_len : at + key_len + value_len]
-                        yield Record(topic, partition, offset, key, value)
+                        key = buf[at : at + key_len]
+                        value = buf[at + key_len : at + key_len + value_len]
+                        yield new_record(Record, (topic, partition, offset, key, value))
                     at += key_len + value_len

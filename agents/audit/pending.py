@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import difflib
 import gc
+import heapq
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -121,20 +122,25 @@ def queue_order(engine: Engine, cluster_queue: str) -> list[Entry]:
     return entries
 
 
-def fold_order(folded: QueueFold, cluster_queue: str) -> list[Entry]:
-    """What :func:`queue_order` gives, from a :class:`~kueuestream.agents.audit.queue_fold.QueueFold`."""
-    entries = []
+def fold_order(folded: QueueFold, cluster_queue: str, first: int | None = None) -> list[Entry]:
+    """What :func:`queue_order` gives, from a :class:`~kueuestream.agents.audit.queue_fold.QueueFold`;
+    only its ``first`` entries when that is given."""
     # The LocalQueues whose Workloads wait in cluster_queue's queue.
     feeding = {
         lq for lq, cq in folded.local_queues.items() if cq == cluster_queue
     } - folded.stopped_local_queues
-    for wl in folded.workloads.values():
-        if (wl.namespace, wl.queue_name) in feeding:
-            order = queued_order(wl)
-            if order is not None:
-                entries.append(Entry(order, wl.queue_name, wl))
-    entries.sort(key=_by_order)
-    return entries
+    # Orders are distinct (they end with the namespace and name), so the Workloads are never compared.
+    keyed = [
+        (order, wl)
+        for wl in folded.workloads.values()
+        if (wl.namespace, wl.queue_name) in feeding and (order := queued_order(wl)) is not None
+    ]
+    if first is not None and first < len(keyed):
+        # A page near the head needs the smallest few, not the whole queue sorted.
+        keyed = heapq.nsmallest(first, keyed)
+    else:
+        keyed.sort()
+    return [Entry(order, wl.queue_name, wl) for order, wl in keyed]
 
 
 class Entry(NamedTuple):
@@ -319,14 +325,15 @@ async def read_log(
     return admission, decisions
 
 
-def _check_file_log(opened: FileLog, names: TopicNames) -> None:
+def _check_file_log(opened: FileLog, names: TopicNames, topics: Sequence[str] | None = None) -> None:
     """:class:`~kueuestream.streams.log.LogError` unless ``opened`` holds a whole ``kueue.admission``
-    and ``kueue.decisions``."""
-    lost = [gap for gap in opened.lost_sync() if gap.topic in (names.admission, names.decisions)]
+    and ``kueue.decisions`` (of ``topics``, when given)."""
+    checked = (names.admission, names.decisions) if topics is None else topics
+    lost = [gap for gap in opened.lost_sync() if gap.topic in checked]
     if lost:
         # A lost decision could leave an admitted Workload listed as waiting.
         raise LogError(f"the log lost records, so the pending list could be wrong: {lost[0]}")
-    if names.admission not in opened.topics_sync():
+    if names.admission in checked and names.admission not in opened.topics_sync():
         raise LogError(f"the log has no {names.admission} topic: no queue to list")
 
 
@@ -334,23 +341,27 @@ def _fold_file_log(log: str, names: TopicNames) -> QueueFold | None:
     """The fold of the embedded log at ``log``; None when it takes the engines.
 
     The two topics are read and folded side by side, the decisions in a forked
-    child (:func:`~kueuestream.agents.forked.map_parts`), from one open of the log.
+    child (:func:`~kueuestream.agents.forked.map_parts`) that opens them itself
+    once the admission records are open, so that it also checks their CRCs
+    meanwhile; the decisions it reads are those present then, never older.
     """
     if not Path(log).is_dir():
         raise LogError(f"no embedded log at {log} (expected a directory, or kafka://HOST:PORT)")
-    with FileLog(log, read_only=True, topics=(names.admission, names.decisions)) as opened:
-        _check_file_log(opened, names)
-        topics = opened.topics_sync()
+    with FileLog(log, read_only=True, topics=(names.admission,)) as opened:
+        _check_file_log(opened, names, (names.admission,))
 
         def fold_topic(topic: str) -> QueueFold | LastDecisions | str:
-            if topic not in topics:
-                return {}
-            partitions = range(opened.partitions_sync(topic))
             try:
                 if topic == names.admission:
+                    partitions = range(opened.partitions_sync(topic))
                     # Folded as read, so that each record's memory serves the next one.
                     return fold_admission(opened.read_sync(topic, p) for p in partitions)
-                return last_decisions([list(opened.read_sync(topic, p)) for p in partitions])
+                with FileLog(log, read_only=True, topics=(topic,)) as decided:
+                    _check_file_log(decided, names, (topic,))
+                    if topic not in decided.topics_sync():
+                        return {}
+                    partitions = range(decided.partitions_sync(topic))
+                    return last_decisions([list(decided.read_sync(topic, p)) for p in partitions])
             except NeedsReplay as exc:
                 return str(exc)
 
@@ -427,7 +438,8 @@ def _folded_summary(
             raise QueueNotFound(
                 "ClusterQueue", cluster_queue, closest_names(cluster_queue, folded.cluster_queues)
             )
-        return summary(cluster_queue_items(fold_order(folded, cluster_queue), limit, offset))
+        first = sum(bounded(limit, offset))
+        return summary(cluster_queue_items(fold_order(folded, cluster_queue, first), limit, offset))
     if local_queue is None:
         raise ValueError("name either a ClusterQueue or a LocalQueue")
     target = folded.local_queues.get(local_queue)
