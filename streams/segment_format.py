@@ -148,6 +148,9 @@ def scan_segment(path: Path, base_offset: int, *, is_last: bool, repair: bool, f
         return segment
     damage: Tombstone | None = None
     unpack_frame, unpack_batch, crc32 = FRAME.unpack_from, BATCH.unpack_from, zlib.crc32
+    frame_size, smallest = FRAME.size, BATCH.size
+    index_offsets, index_positions = segment.index_offsets, segment.index_positions
+    indexed = -INDEX_INTERVAL  # the position of the last batch indexed
     with (
         open(path, "rb") as f,
         mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as buf,
@@ -157,14 +160,15 @@ def scan_segment(path: Path, base_offset: int, *, is_last: bool, repair: bool, f
         offset = base_offset
         while pos < size:
             # The checks of check_frame, inline for the batches that pass them (all but a damaged one).
-            start = pos + FRAME.size
+            start = pos + frame_size
             if start <= size:
                 magic, length, crc = unpack_frame(buf, pos)
+                end = start + length
                 valid = (
                     magic == MAGIC
-                    and BATCH.size <= length <= MAX_BATCH_BYTES
-                    and start + length <= size
-                    and crc32(view[start : start + length]) == crc
+                    and smallest <= length <= MAX_BATCH_BYTES
+                    and end <= size
+                    and crc32(view[start:end]) == crc
                 )
             else:
                 valid = False
@@ -184,14 +188,17 @@ def scan_segment(path: Path, base_offset: int, *, is_last: bool, repair: bool, f
                     f"{path} at byte {pos}: batch of {count} records at offset {base}, "
                     f"expected offset {offset}"
                 )
-            segment.add_to_index(base, pos)
+            if pos - indexed >= INDEX_INTERVAL:  # Segment.add_to_index, inline
+                index_offsets.append(base)
+                index_positions.append(pos)
+                indexed = pos
             if count == 0:
-                tombstone = _read_tombstone(buf, pos + FRAME.size, length, path, pos)
+                tombstone = _read_tombstone(buf, start, length, path, pos)
                 segment.tombstones.append(tombstone)
                 offset = tombstone.end
             else:
                 offset = base + count
-            pos += FRAME.size + length
+            pos = end
     segment.size = pos
     segment.verified = pos
     segment.end_offset = offset

@@ -67,7 +67,7 @@ API_VERSION = f"{GROUP}/v1beta2"
 # pkg/constants: DefaultPendingWorkloadsLimit, MaxPendingWorkloadsLimit.
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
-_by_order = operator.itemgetter(0)  # an Entry's order
+_by_order = operator.itemgetter(0)  # an Entry's order, or that of an (order, Workload) pair
 
 
 class QueueNotFound(LookupError):
@@ -129,7 +129,6 @@ def fold_order(folded: QueueFold, cluster_queue: str, first: int | None = None) 
     feeding = {
         lq for lq, cq in folded.local_queues.items() if cq == cluster_queue
     } - folded.stopped_local_queues
-    # Orders are distinct (they end with the namespace and name), so the Workloads are never compared.
     keyed = [
         (order, wl)
         for wl in folded.workloads.values()
@@ -137,9 +136,9 @@ def fold_order(folded: QueueFold, cluster_queue: str, first: int | None = None) 
     ]
     if first is not None and first < len(keyed):
         # A page near the head needs the smallest few, not the whole queue sorted.
-        keyed = heapq.nsmallest(first, keyed)
+        keyed = heapq.nsmallest(first, keyed, key=_by_order)
     else:
-        keyed.sort()
+        keyed.sort(key=_by_order)
     return [Entry(order, wl.queue_name, wl) for order, wl in keyed]
 
 

@@ -339,11 +339,13 @@ def _fold_partition(records: Iterable[Record], out: QueueFold) -> None:
     # Each shard's engine clock: the latest event time it was given (broadcasts reach every shard).
     clocks: dict[str, int] = {}
     broadcast_clock = 0
+    workloads = out.workloads
+    read_entry = _read_entry
     for record in records:
         value = record.value
         entry: dict[str, Any] | None = None
         try:
-            plain: _Entry | None = _read_entry(value)
+            plain: _Entry | None = read_entry(value)
         except msgspec.DecodeError:
             plain = None
         if plain is not None:
@@ -359,14 +361,43 @@ def _fold_partition(records: Iterable[Record], out: QueueFold) -> None:
         if shard == BROADCAST:
             if time_ms > broadcast_clock:
                 broadcast_clock = time_ms
-        elif time_ms > clocks.get(shard, 0):
-            clocks[shard] = time_ms
-        if kind == "Workload":
+            now = broadcast_clock
+        else:
             now = clocks.get(shard, 0)
+            if time_ms > now:
+                clocks[shard] = now = time_ms
             if broadcast_clock > now:
                 now = broadcast_clock
-            if plain is not None and _plain_workload(out, plain, value, now):
-                continue
+        if kind == "Workload":
+            if plain is not None:
+                fields = plain.object
+                spec = fields.spec if fields is not None else None
+                wl_key = (plain.namespace, plain.name)
+                if (
+                    fields is not None
+                    and spec is not None
+                    and spec.priority is not None
+                    and plain.type == "Upsert"
+                    and not fields.status
+                    and wl_key not in workloads
+                ):
+                    # Most entries: a Workload first seen, with no status. What _put_workload does then.
+                    metadata = fields.metadata
+                    created = None if metadata is None else metadata.creationTimestamp
+                    created_ms = epoch_ms(created) if isinstance(created, str) else None
+                    workloads[wl_key] = Waiting(
+                        wl_key[0],
+                        wl_key[1],
+                        spec.queueName or "",
+                        spec.priority,
+                        now if created_ms is None else created_ms,
+                        {} if metadata is None else value,
+                        spec.active is not False,
+                        NO_STATUS,
+                    )
+                    continue
+                if _plain_workload(out, plain, value, now):
+                    continue
             if entry is None:
                 entry = _decoded_entry(record)[0]
             _workload(
@@ -443,20 +474,6 @@ def _plain_workload(out: QueueFold, entry: _Entry, value: bytes, now_ms: int) ->
         return False
     metadata = obj.metadata
     created = None if metadata is None else metadata.creationTimestamp
-    if not obj.status and key not in out.workloads:
-        # Most entries: a Workload first seen, with no status. What _put_workload does then.
-        created_ms = epoch_ms(created) if isinstance(created, str) else None
-        out.workloads[key] = Waiting(
-            key[0],
-            key[1],
-            spec.queueName or "",
-            spec.priority,
-            now_ms if created_ms is None else created_ms,
-            {} if metadata is None else value,
-            spec.active is not False,
-            NO_STATUS,
-        )
-        return True
     status = None
     if obj.status:
         try:
