@@ -26,7 +26,6 @@ refused.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -135,25 +134,6 @@ def standing(status: dict[str, Any]) -> Standing:
 
 
 NO_STATUS = standing({})
-
-
-@functools.lru_cache(maxsize=1024)
-def _day_start(day: str) -> int | None:
-    return parse_rfc3339(f"{day}T00:00:00Z")
-
-
-def epoch_ms(text: str) -> int | None:
-    """:func:`~kueuestream.admission.timefmt.parse_rfc3339`, computed sooner for the form Kubernetes
-    writes (``2006-01-02T15:04:05Z``): each day is parsed once, its times by arithmetic."""
-    if len(text) == 20 and text[10] == "T" and text[13] == ":" and text[16] == ":" and text[19] == "Z":
-        clock = text[11:13] + text[14:16] + text[17:19]
-        if clock.isascii() and clock.isdigit():
-            hours, minutes, seconds = int(clock[:2]), int(clock[2:4]), int(clock[4:])
-            if hours < 24 and minutes < 60 and seconds < 60:
-                start = _day_start(text[:10])
-                if start is not None:
-                    return start + ((hours * 60 + minutes) * 60 + seconds) * 1000
-    return parse_rfc3339(text)
 
 
 def queued_order(wl: Waiting) -> OrderKey | None:
@@ -384,7 +364,7 @@ def _fold_partition(records: Iterable[Record], out: QueueFold) -> None:
                     # Most entries: a Workload first seen, with no status. What _put_workload does then.
                     metadata = fields.metadata
                     created = None if metadata is None else metadata.creationTimestamp
-                    created_ms = epoch_ms(created) if isinstance(created, str) else None
+                    created_ms = parse_rfc3339(created) if isinstance(created, str) else None
                     workloads[wl_key] = Waiting(
                         wl_key[0],
                         wl_key[1],
@@ -553,7 +533,7 @@ def _put_workload(
         if given is not None:
             known.priority = priority
         return
-    created_ms = epoch_ms(created) if isinstance(created, str) else None
+    created_ms = parse_rfc3339(created) if isinstance(created, str) else None
     out.workloads[key] = Waiting(
         key[0],
         key[1],

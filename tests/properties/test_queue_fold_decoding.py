@@ -8,9 +8,6 @@ null or not objects, duplicated origins), are folded as ``pending`` folds
 them and again with every record read whole: the Workloads, their order
 keys, the metadata shown and the decisions are the same, and so is the
 error when one is raised.
-
-Creation times in the form Kubernetes writes are read by arithmetic: they give
-what ``parse_rfc3339`` gives, and so does any other text.
 """
 
 from __future__ import annotations
@@ -23,9 +20,8 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kueuestream.admission.timefmt import parse_rfc3339
 from kueuestream.agents.audit import queue_fold
-from kueuestream.agents.audit.queue_fold import epoch_ms, fold_admission, last_decisions, queued_order
+from kueuestream.agents.audit.queue_fold import fold_admission, last_decisions, queued_order
 from kueuestream.streams.log import Record
 
 ABSENT = object()
@@ -217,30 +213,3 @@ def test_decisions_fold_the_same_read_either_way(
     with mock.patch.object(queue_fold, "_read_decision", _cannot_read):
         whole = _outcome(lambda: last_decisions([records]))
     assert read == whole
-
-
-@settings(max_examples=500, deadline=None)
-@given(
-    when=st.datetimes(),
-    text=st.text(alphabet="0123456789-:TZ+.٣ ", min_size=19, max_size=21),
-    edit=st.tuples(st.integers(0, 19), st.sampled_from("0123456789:-TZzt ٣")),
-    odd=st.sampled_from(
-        [
-            "2023-01-01T24:00:00Z",
-            "2023-01-01T23:59:60Z",
-            "2023-01-01T23:60:00Z",
-            "2023-02-29T00:00:00Z",
-            "2024-02-29T12:00:00Z",
-            "0000-01-01T00:00:00Z",
-            "2023-01-01T0٣:00:00Z",
-            "2023-01-01T00:00:00z",
-        ]
-    ),
-)
-def test_creation_times_read_as_parse_rfc3339_reads_them(
-    when: Any, text: str, edit: tuple[int, str], odd: str
-) -> None:
-    written = when.strftime("%Y-%m-%dT%H:%M:%SZ")
-    at, char = edit
-    for candidate in (written, text, written[:at] + char + written[at + 1 :], odd):
-        assert epoch_ms(candidate) == parse_rfc3339(candidate), candidate
