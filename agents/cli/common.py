@@ -16,6 +16,16 @@ from kueuestream.streams.codec import contains_float
 EXIT_INVALID = 2
 
 
+def namespaced_name_or_report(text: str, shown: str, example: str) -> tuple[str, str] | None:
+    """``(namespace, name)`` of a ``NAMESPACE/NAME`` argument, or None after one ``error:`` line on
+    stderr that names it as ``shown`` and gives ``example``."""
+    namespace, slash, name = text.partition("/")
+    if slash and namespace and name and "/" not in name:
+        return namespace, name
+    print(f"error: {shown}: expected NAMESPACE/NAME, for example {example}", file=sys.stderr)
+    return None
+
+
 def _print(warnings: list[str], problems: list[str]) -> None:
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.cli.kafka_options import add_kafka_options, log_settings_or_report
 from kueuestream.agents.kafka_commands import EXIT_INVALID
 
 DEFAULT_PORT = 8080
@@ -33,17 +33,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from kueuestream.agents.audit.replay import is_kafka
-
     if not 0 <= args.port <= 65535:
         print(f"error: --port {args.port}: a port is 0 to 65535 (0: any free port)", file=sys.stderr)
         return EXIT_INVALID
-    settings = None
-    if is_kafka(args.log):
-        settings = settings_or_report(args, args.log, broker_source="LOG")
-        if settings is None:
-            return EXIT_INVALID
-    elif not Path(args.log).is_dir():
+    settings = log_settings_or_report(args)
+    if not settings.valid:
+        return EXIT_INVALID
+    if settings.kafka is None and not Path(args.log).is_dir():
         print(
             f"error: LOG {args.log}: no embedded log folder there (expected a directory, "
             "or kafka://HOST:PORT)",
@@ -52,4 +48,4 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     from kueuestream.agents.dashboard.serve import serve_log
 
-    return serve_log(args.log, args.address, args.port, prefix=args.topic_prefix, kafka=settings)
+    return serve_log(args.log, args.address, args.port, prefix=args.topic_prefix, kafka=settings.kafka)

@@ -8,7 +8,8 @@ from typing import Any, TextIO
 
 import orjson
 
-from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.cli.common import namespaced_name_or_report
+from kueuestream.agents.cli.kafka_options import add_kafka_options, log_settings_or_report
 from kueuestream.agents.kafka_commands import EXIT_INVALID
 
 
@@ -24,26 +25,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.audit.explain import ExplainError, explain_json
-    from kueuestream.agents.audit.replay import is_kafka
-    from kueuestream.streams.kafka_urls import redact_text
     from kueuestream.streams.log import LogError
 
-    namespace, slash, name = str(args.workload).partition("/")
-    if not slash or not namespace or not name or "/" in name:
-        print(
-            f"error: {args.workload!r}: expected NAMESPACE/NAME, for example default/my-job", file=sys.stderr
-        )
+    workload = namespaced_name_or_report(str(args.workload), repr(args.workload), "default/my-job")
+    if workload is None:
         return EXIT_INVALID
-    settings = None
-    if is_kafka(args.log):
-        settings = settings_or_report(args, args.log, broker_source="LOG")
-        if settings is None:
-            return EXIT_INVALID
+    namespace, name = workload
+    settings = log_settings_or_report(args)
+    if not settings.valid:
+        return EXIT_INVALID
     try:
-        answer = explain_json(args.log, namespace, name, prefix=args.topic_prefix, kafka=settings)
+        answer = explain_json(args.log, namespace, name, prefix=args.topic_prefix, kafka=settings.kafka)
     except (ExplainError, LogError, OSError, ValueError) as exc:
-        message = settings.redact(str(exc)) if settings is not None else redact_text(str(exc))
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
     if args.output == "json":
         sys.stdout.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -32,6 +32,7 @@ from kueuestream.streams.kafka_settings import (
     KafkaSettingsError,
     build_kafka_settings,
 )
+from kueuestream.streams.kafka_urls import redact_text
 
 ENV_PREFIX = "KUEUESTREAM_KAFKA_"
 
@@ -145,6 +146,29 @@ def settings_or_report(
     except KafkaSettingsError as exc:
         report_invalid(exc)
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """The Kafka settings of a command's LOG argument: ``kafka`` is None for an embedded log
+    folder, and ``valid`` is False once the settings were refused (the ``error:`` lines printed)."""
+
+    kafka: KafkaSettings | None
+    valid: bool = True
+
+    def redact(self, text: str) -> str:
+        """``text`` without the SASL password or any URL's user information."""
+        return self.kafka.redact(text) if self.kafka is not None else redact_text(text)
+
+
+def log_settings_or_report(args: argparse.Namespace) -> LogSettings:
+    """The settings for ``args.log``: those of its broker and the flags when it is ``kafka://...``."""
+    from kueuestream.agents.audit.replay import is_kafka
+
+    if not is_kafka(args.log):
+        return LogSettings(None)
+    settings = settings_or_report(args, args.log, broker_source="LOG")
+    return LogSettings(settings, valid=settings is not None)
 
 
 def with_broker_settings(args: argparse.Namespace, body: Callable[[KafkaSettings], int]) -> int:

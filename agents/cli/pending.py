@@ -8,7 +8,8 @@ from typing import Any
 
 import orjson
 
-from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.cli.common import namespaced_name_or_report
+from kueuestream.agents.cli.kafka_options import add_kafka_options, log_settings_or_report
 from kueuestream.agents.cli.tables import render
 from kueuestream.agents.kafka_commands import EXIT_INVALID
 
@@ -32,13 +33,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def local_queue_ref(text: str) -> tuple[str, str] | None:
-    namespace, slash, name = text.partition("/")
-    if not slash or not namespace or not name or "/" in name:
-        return None
-    return namespace, name
-
-
 def table(summary: dict[str, Any]) -> str:
     rows = [
         [
@@ -58,24 +52,19 @@ def table(summary: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.audit.pending import QueueNotFound, pending_json
-    from kueuestream.agents.audit.replay import is_kafka
     from kueuestream.streams.kafka_urls import redact_text
     from kueuestream.streams.log import LogError
 
     local_queue = None
     if args.local_queue is not None:
-        local_queue = local_queue_ref(args.local_queue)
+        local_queue = namespaced_name_or_report(
+            args.local_queue, f"--local-queue {args.local_queue}", "team-a/main"
+        )
         if local_queue is None:
-            print(
-                f"error: --local-queue {args.local_queue}: expected NAMESPACE/NAME, for example team-a/main",
-                file=sys.stderr,
-            )
             return EXIT_INVALID
-    settings = None
-    if is_kafka(args.log):
-        settings = settings_or_report(args, args.log, broker_source="LOG")
-        if settings is None:
-            return EXIT_INVALID
+    settings = log_settings_or_report(args)
+    if not settings.valid:
+        return EXIT_INVALID
     try:
         summary = pending_json(
             args.log,
@@ -84,14 +73,13 @@ def run(args: argparse.Namespace) -> int:
             limit=args.limit,
             offset=args.offset,
             prefix=args.topic_prefix,
-            kafka=settings,
+            kafka=settings.kafka,
         )
     except QueueNotFound as exc:
         print(f"error: {exc} (in {redact_text(args.log)})", file=sys.stderr)
         return EXIT_INVALID
     except (LogError, OSError, ValueError) as exc:
-        message = settings.redact(str(exc)) if settings is not None else redact_text(str(exc))
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
     if args.output == "json":
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.cli.kafka_options import add_kafka_options, log_settings_or_report
 from kueuestream.agents.kafka_commands import EXIT_INVALID
 
 
@@ -18,11 +18,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kueuestream.agents.audit.replay import is_kafka, replay
+    from kueuestream.agents.audit.replay import replay
 
-    settings = None
-    if is_kafka(args.log):
-        settings = settings_or_report(args, args.log, broker_source="LOG")
-        if settings is None:
-            return EXIT_INVALID
-    return replay(args.log, args.config, prefix=args.topic_prefix, kafka=settings)
+    settings = log_settings_or_report(args)
+    if not settings.valid:
+        return EXIT_INVALID
+    return replay(args.log, args.config, prefix=args.topic_prefix, kafka=settings.kafka)

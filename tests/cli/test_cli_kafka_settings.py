@@ -42,12 +42,17 @@ def commands(tmp_path: Path, broker: str) -> dict[str, list[str]]:
         "simulate": ["simulate", str(generator), "--broker", broker, "--out", str(tmp_path / "sim")],
         "watch": ["watch", "--kubeconfig", str(tmp_path / "kubeconfig"), "--broker", broker],
         "apply": ["apply", "--kubeconfig", str(tmp_path / "kubeconfig"), "--broker", broker],
+        "explain": ["explain", "default/w", broker],
+        "pending": ["pending", broker, "--cluster-queue", "q"],
+        "dashboard": ["dashboard", broker, "--port", "0"],
     }
 
 
 # The commands that reach Kafka first; watch and apply reach the cluster first.
 COMMANDS = ("worker", "publish", "replay", "export", "import", "simulate")
-ALL_COMMANDS = (*COMMANDS, "watch", "apply")
+# The commands whose LOG may be kafka://HOST:PORT.
+LOG_COMMANDS = ("replay", "explain", "pending", "dashboard")
+ALL_COMMANDS = (*COMMANDS, "watch", "apply", *LOG_COMMANDS[1:])
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +78,7 @@ def test_unusable_settings_end_a_command_with_one_line_per_problem(
     argv = commands(tmp_path, f"kafka://alice:{PASSWORD}@h:9093")[command]
     status = main([*argv, "--kafka-security-protocol", "SSL", "--kafka-sasl-mechanism", "OAUTH"])
     out, err = capsys.readouterr()
-    source = "LOG" if command == "replay" else "--broker"
+    source = "LOG" if command in LOG_COMMANDS else "--broker"
     assert status == 2
     assert err.splitlines() == [
         "error: --kafka-sasl-mechanism OAUTH: not accepted; accepted: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",

@@ -158,9 +158,10 @@ def test_an_unknown_queue_exits_2_naming_the_closest(
     code, _, err = _pending(capsys, log, "--local-queue", "beta/bach")
     assert code == 2
     assert "LocalQueue beta/bach not found; closest: beta/batch" in err
-    code, _, err = _pending(capsys, log, "--local-queue", "batch")
-    assert code == 2
-    assert err == "error: --local-queue batch: expected NAMESPACE/NAME, for example team-a/main\n"
+    for malformed in ("batch", "beta/", "/batch", "beta/batch/x"):
+        code, out, err = _pending(capsys, log, "--local-queue", malformed)
+        assert (code, out) == (2, "")
+        assert err == f"error: --local-queue {malformed}: expected NAMESPACE/NAME, for example team-a/main\n"
 
 
 def test_a_missing_log_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
