@@ -13,6 +13,7 @@ The manifest builders the tests and benchmarks share, in one of two forms:
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -869,3 +870,14 @@ def queued_job(
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": {"spec": pod}},
     }
+
+
+def http_get(port: int, path: str) -> tuple[int, str, bytes]:
+    """GET ``path`` from 127.0.0.1:``port``: the status, the Content-Type and the body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        reply = conn.getresponse()
+        return reply.status, reply.getheader("Content-Type") or "", reply.read()
+    finally:
+        conn.close()

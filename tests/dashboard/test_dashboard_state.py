@@ -25,6 +25,7 @@ from kueuestream.agents.dashboard.serve import attach
 from kueuestream.agents.metrics.http_endpoint import MetricsEndpoint
 from kueuestream.streams.schemas import DecisionRecord
 from tests.dashboard.scenario import FOLDERS, append, new_workload, record
+from tests.helpers import http_get
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -150,16 +151,6 @@ def test_a_damaged_log_is_shown_as_an_error_and_the_state_read_before_stays(tmp_
     assert after["version"] == before["version"] + 1
 
 
-def _get(port: int, path: str) -> tuple[int, str, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", path)
-        reply = conn.getresponse()
-        return reply.status, reply.getheader("Content-Type") or "", reply.read()
-    finally:
-        conn.close()
-
-
 def test_the_page_its_assets_state_and_events_are_served(tmp_path: Path) -> None:
     log, _, _ = record(tmp_path / "log")
     with log:
@@ -168,18 +159,18 @@ def test_the_page_its_assets_state_and_events_are_served(tmp_path: Path) -> None
     attach(endpoint, feed)
     endpoint.start()
     try:
-        status, kind, page = _get(endpoint.port, "/dashboard")
+        status, kind, page = http_get(endpoint.port, "/dashboard")
         assert (status, kind) == (200, "text/html; charset=utf-8")
         # Everything the page loads comes from this server: no CDN.
         assert not re.search(rb"(src|href)=\"(https?:)?//", page)
         for asset, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
-            status, got, body = _get(endpoint.port, f"/dashboard/assets/{asset}")
+            status, got, body = http_get(endpoint.port, f"/dashboard/assets/{asset}")
             assert status == 200 and got.startswith(kind) and body
-        assert _get(endpoint.port, "/dashboard/assets/../routes.py")[0] == 404
-        status, kind, body = _get(endpoint.port, "/dashboard/api/state")
+        assert http_get(endpoint.port, "/dashboard/assets/../routes.py")[0] == 404
+        status, kind, body = http_get(endpoint.port, "/dashboard/api/state")
         assert (status, kind) == (200, "application/json")
         assert orjson.loads(body) == state(feed)
-        assert _get(endpoint.port, "/dashboard/nothing")[0] == 404
+        assert http_get(endpoint.port, "/dashboard/nothing")[0] == 404
         conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=10)
         conn.request("GET", "/dashboard/events")
         reply = conn.getresponse()
@@ -217,14 +208,14 @@ def test_a_workload_page_answers_its_explain_timeline_and_names_the_closest_for_
     attach(endpoint, feed)
     endpoint.start()
     try:
-        status, kind, body = _get(endpoint.port, "/dashboard/api/workloads/team-a/train-llm")
+        status, kind, body = http_get(endpoint.port, "/dashboard/api/workloads/team-a/train-llm")
         assert (status, kind) == (200, "application/json")
         assert orjson.loads(body) == explain_json(spec, "team-a", "train-llm")
-        status, _, body = _get(endpoint.port, "/dashboard/api/workloads/team-a/train-lm")
+        status, _, body = http_get(endpoint.port, "/dashboard/api/workloads/team-a/train-lm")
         answer = orjson.loads(body)
         assert status == 404 and "team-a/train-llm" in answer["closest"], answer
         assert answer["error"].startswith("Workload team-a/train-lm: not in the log")
-        assert _get(endpoint.port, "/dashboard/api/workloads/team-a")[0] == 404
+        assert http_get(endpoint.port, "/dashboard/api/workloads/team-a")[0] == 404
     finally:
         feed.close()
         endpoint.stop()

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import http.client
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry
 
 from kueuestream.agents.metrics.http_endpoint import Answer, MetricsEndpoint, Query, Stream
-
-
-def _get(port: int, path: str) -> tuple[int, str, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", path)
-        reply = conn.getresponse()
-        return reply.status, reply.getheader("Content-Type") or "", reply.read()
-    finally:
-        conn.close()
+from tests.helpers import http_get
 
 
 def test_added_routes_answer_under_their_prefix_and_the_longest_prefix_wins() -> None:
@@ -34,15 +24,15 @@ def test_added_routes_answer_under_their_prefix_and_the_longest_prefix_wins() ->
     try:
         endpoint.route("/dashboard", pages)
         endpoint.route("/dashboard/api", api)
-        assert _get(endpoint.port, "/dashboard/q?limit=5&offset=1") == (
+        assert http_get(endpoint.port, "/dashboard/q?limit=5&offset=1") == (
             200,
             "text/html; charset=utf-8",
             b"page /dashboard/q",
         )
         assert seen == [("/dashboard/q", {"limit": ["5"], "offset": ["1"]})]
-        assert _get(endpoint.port, "/dashboard/api/x")[0] == 404
-        assert _get(endpoint.port, "/dashboardx")[0] == 404
-        assert _get(endpoint.port, "/healthz")[2] == b"ok\n"
+        assert http_get(endpoint.port, "/dashboard/api/x")[0] == 404
+        assert http_get(endpoint.port, "/dashboardx")[0] == 404
+        assert http_get(endpoint.port, "/healthz")[2] == b"ok\n"
     finally:
         endpoint.stop()
 
@@ -60,7 +50,7 @@ def test_a_streamed_route_sends_every_chunk_and_is_closed_when_done() -> None:
     endpoint = MetricsEndpoint(CollectorRegistry(), lambda: True, host="127.0.0.1").start()
     try:
         endpoint.route("/events", lambda path, query: Stream(events()))
-        status, content_type, body = _get(endpoint.port, "/events")
+        status, content_type, body = http_get(endpoint.port, "/events")
         assert (status, content_type) == (200, "text/event-stream")
         assert body == b"data: one\n\ndata: two\n\n"
         assert closed == [True]

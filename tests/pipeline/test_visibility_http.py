@@ -8,7 +8,6 @@ failures are Kubernetes ``Status`` objects as an API server writes them.
 
 from __future__ import annotations
 
-import http.client
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ from tests.helpers import (
     cluster_queue_manifest,
     created_at,
     flavor_manifest,
+    http_get,
     local_queue_manifest,
     workload_manifest,
 )
@@ -37,13 +37,8 @@ API = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 
 
 def _get(port: int, path: str) -> tuple[int, str, dict[str, Any]]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", path)
-        reply = conn.getresponse()
-        return reply.status, reply.getheader("Content-Type") or "", json.loads(reply.read())
-    finally:
-        conn.close()
+    status, content_type, body = http_get(port, path)
+    return status, content_type, json.loads(body)
 
 
 @pytest.fixture
