@@ -6,17 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kueuestream.agents.faust_worker.publish import publish_dir
 from tests.cluster.kube_rig import eventually, start_cli
 from tests.cluster.test_metrics_endpoint import get
-from tests.cluster.test_operating_cli import port_of
 from tests.kafka.test_worker_metrics import QUEUES, workload
+from tests.kafka.worker_rig import metrics_worker, publish, until_ready
 
 pytestmark = pytest.mark.kafka
 
@@ -35,27 +33,11 @@ def queue(shown: dict[str, Any], name: str) -> dict[str, Any] | None:
 async def test_a_worker_and_the_dashboard_command_show_the_queue_from_kafka(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    (manifests / "queues.yaml").write_text(QUEUES)
-    (manifests / "workloads.yaml").write_text("---\n".join(workload(n) for n in ("a", "b", "c")))
-    ident = uuid.uuid4().hex[:8]
-    prefix = f"t{ident}."
-    broker = f"kafka://{kafka_bootstrap}"
-    worker = await start_cli(
-        "worker",
-        *("--broker", broker, "--topic-prefix", prefix, "--app-id", f"ks-{ident}"),
-        *("--datadir", str(tmp_path / "faust"), "--no-clock", "--metrics-port", "0"),
-    )
-    follower = None
-    try:
-        port = await port_of(worker)
-
-        async def ready() -> bool:
-            return (await asyncio.to_thread(get, port, "/readyz"))[0] == 200
-
-        await eventually(ready, "the worker assigned its partitions", 240)
-        assert await asyncio.to_thread(publish_dir, str(manifests), broker, prefix=prefix) == 0
+    async with metrics_worker(kafka_bootstrap, tmp_path) as worker:
+        port, broker, prefix = worker.port, worker.broker, worker.prefix
+        await until_ready(worker)
+        workloads = "---\n".join(workload(n) for n in ("a", "b", "c"))
+        await publish(worker, tmp_path, {"queues.yaml": QUEUES, "workloads.yaml": workloads})
 
         async def settled(at: int) -> bool:
             cq = queue(await state(at), "team")
@@ -73,18 +55,17 @@ async def test_a_worker_and_the_dashboard_command_show_the_queue_from_kafka(
         assert timeline[-1]["event"] == "Waiting" and timeline[-1]["reason"] == "WaitingForQuota"
 
         follower = await start_cli("dashboard", broker, "--topic-prefix", prefix, "--port", "0")
+        try:
 
-        async def announced() -> bool:
-            return follower is not None and follower.said("dashboard on http://")
+            async def announced() -> bool:
+                return follower.said("dashboard on http://")
 
-        await eventually(announced, "the dashboard's address announced")
-        line = next(line for line in follower.lines if "dashboard on http://" in line)
-        found = re.search(r":(\d+)/dashboard", line)
-        assert found is not None, line
-        followed = int(found.group(1))
-        await eventually(lambda: settled(followed), "the dashboard command shows team at 2/2", 120)
-        assert queue(await state(followed), "team") == shown
-    finally:
-        if follower is not None:
+            await eventually(announced, "the dashboard's address announced")
+            line = next(line for line in follower.lines if "dashboard on http://" in line)
+            found = re.search(r":(\d+)/dashboard", line)
+            assert found is not None, line
+            followed = int(found.group(1))
+            await eventually(lambda: settled(followed), "the dashboard command shows team at 2/2", 120)
+            assert queue(await state(followed), "team") == shown
+        finally:
             await follower.stop()
-        await worker.stop()

@@ -7,15 +7,13 @@ Kueue's ``ReportPendingWorkloads``, ``AdmittedWorkload`` and ``reportResourceMet
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 
 import pytest
 
-from kueuestream.agents.faust_worker.publish import publish_dir
-from tests.cluster.kube_rig import eventually, start_cli
+from tests.cluster.kube_rig import eventually
 from tests.cluster.test_metrics_endpoint import get, scrape, value
-from tests.cluster.test_operating_cli import port_of
+from tests.kafka.worker_rig import metrics_worker, publish, until_ready
 
 pytestmark = pytest.mark.kafka
 
@@ -54,37 +52,12 @@ spec:
 
 
 async def test_a_worker_serves_the_series_of_its_shards(kafka_bootstrap: str, tmp_path: Path) -> None:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    (manifests / "queues.yaml").write_text(QUEUES)
-    (manifests / "workloads.yaml").write_text("---\n".join(workload(n) for n in ("a", "b", "c")))
-    ident = uuid.uuid4().hex[:8]
-    prefix = f"t{ident}."
-    broker = f"kafka://{kafka_bootstrap}"
-    worker = await start_cli(
-        "worker",
-        "--broker",
-        broker,
-        "--topic-prefix",
-        prefix,
-        "--app-id",
-        f"ks-{ident}",
-        "--datadir",
-        str(tmp_path / "faust"),
-        "--no-clock",
-        "--metrics-port",
-        "0",
-    )
-    try:
-        port = await port_of(worker)
+    async with metrics_worker(kafka_bootstrap, tmp_path) as worker:
+        port = worker.port
         assert await asyncio.to_thread(get, port, "/healthz") == (200, "ok\n")
-
-        async def ready() -> bool:
-            return (await asyncio.to_thread(get, port, "/readyz"))[0] == 200
-
-        # A Faust worker takes its partitions only after a rebalance, slow on a busy machine.
-        await eventually(ready, "the worker assigned its partitions", 240)
-        assert await asyncio.to_thread(publish_dir, str(manifests), broker, prefix=prefix) == 0
+        await until_ready(worker)
+        workloads = "---\n".join(workload(n) for n in ("a", "b", "c"))
+        await publish(worker, tmp_path, {"queues.yaml": QUEUES, "workloads.yaml": workloads})
         common = {"cluster_queue": "team", "replica_role": "standalone"}
 
         async def settled() -> bool:
@@ -105,5 +78,3 @@ async def test_a_worker_serves_the_series_of_its_shards(kafka_bootstrap: str, tm
             return bool(lags) and all(v == 0 for v in lags.values())
 
         await eventually(no_lag, "no admission lag reported")
-    finally:
-        await worker.stop()

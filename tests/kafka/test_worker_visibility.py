@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 
 from kueuestream.agents.audit.pending import pending_json
-from kueuestream.agents.faust_worker.publish import publish_dir
 from kueuestream.streams.kafka_settings import kafka_settings
-from tests.cluster.kube_rig import eventually, start_cli
+from tests.cluster.kube_rig import eventually
 from tests.cluster.test_metrics_endpoint import get
-from tests.cluster.test_operating_cli import port_of
 from tests.kafka.test_worker_metrics import QUEUES
+from tests.kafka.worker_rig import metrics_worker, publish, until_ready
 
 pytestmark = pytest.mark.kafka
 
@@ -46,46 +44,20 @@ spec:
 async def test_a_worker_lists_the_pending_workloads_of_its_shards(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    (manifests / "queues.yaml").write_text(QUEUES)
     shapes = [("runs", 9, "00"), ("old", 0, "01"), ("urgent", 5, "03"), ("new", 0, "02")]
     docs = [workload(name, prio, f"2026-01-01T00:00:{sec}Z") for name, prio, sec in shapes]
-    (manifests / "workloads.yaml").write_text("---\n".join(docs))
-    ident = uuid.uuid4().hex[:8]
-    prefix = f"t{ident}."
-    broker = f"kafka://{kafka_bootstrap}"
-    worker = await start_cli(
-        "worker",
-        "--broker",
-        broker,
-        "--topic-prefix",
-        prefix,
-        "--app-id",
-        f"ks-{ident}",
-        "--datadir",
-        str(tmp_path / "faust"),
-        "--no-clock",
-        "--metrics-port",
-        "0",
-    )
     path = f"{API}/clusterqueues/team/pendingworkloads"
+    async with metrics_worker(kafka_bootstrap, tmp_path) as worker:
+        broker, prefix = worker.broker, worker.prefix
 
-    async def pending(where: str) -> tuple[int, dict[str, object]]:
-        code, text = await asyncio.to_thread(get, port, where)
-        return code, json.loads(text)
+        async def pending(where: str) -> tuple[int, dict[str, object]]:
+            code, text = await asyncio.to_thread(get, worker.port, where)
+            return code, json.loads(text)
 
-    try:
-        port = await port_of(worker)
         code, body = await pending(path)
         assert (code, body["reason"]) == (503, "ServiceUnavailable")
-
-        async def ready() -> bool:
-            return (await asyncio.to_thread(get, port, "/readyz"))[0] == 200
-
-        # A Faust worker takes its partitions only after a rebalance, slow on a busy machine.
-        await eventually(ready, "the worker assigned its partitions", 240)
-        assert await asyncio.to_thread(publish_dir, str(manifests), broker, prefix=prefix) == 0
+        await until_ready(worker)
+        await publish(worker, tmp_path, {"queues.yaml": QUEUES, "workloads.yaml": "---\n".join(docs)})
 
         async def three_waiting() -> bool:
             code, body = await pending(path)
@@ -116,5 +88,3 @@ async def test_a_worker_lists_the_pending_workloads_of_its_shards(
         assert (
             f"of {prefix}kueue.admission); the other partitions are other workers'; closest: team" in message
         )
-    finally:
-        await worker.stop()
