@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 import time
@@ -264,6 +265,18 @@ class Cli:
 
     def said(self, words: str) -> bool:
         return any(words in line for line in self.lines)
+
+    async def announced_port(self, words: str, pattern: str) -> int:
+        """The port (group 1 of ``pattern``) in the first line saying ``words``, once one does."""
+
+        async def announced() -> bool:
+            return self.said(words)
+
+        await eventually(announced, f"the port announced ({words.strip()})")
+        line = next(line for line in self.lines if words in line)
+        found = re.search(pattern, line)
+        assert found is not None, line
+        return int(found.group(1))
 
     async def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.process.returncode is None:

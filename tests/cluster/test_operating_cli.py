@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 from pathlib import Path
 
@@ -24,14 +23,9 @@ async def start(kube_config: str, log_dir: Path, *flags: str) -> Cli:
 
 
 async def port_of(replica: Cli) -> int:
-    async def announced() -> bool:
-        return replica.said("metrics on port ")
-
-    await eventually(announced, "the metrics port announced")
-    line = next(line for line in replica.lines if "metrics on port " in line)
-    found = re.search(r"metrics on port (\d+): /metrics, /healthz, /readyz", line)
-    assert found is not None, line
-    return int(found.group(1))
+    return await replica.announced_port(
+        "metrics on port ", r"metrics on port (\d+): /metrics, /healthz, /readyz"
+    )
 
 
 async def test_shadow_run_serves_metrics_and_writes_nothing(kube_config: str, tmp_path: Path) -> None:

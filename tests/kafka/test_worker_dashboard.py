@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +55,7 @@ async def test_a_worker_and_the_dashboard_command_show_the_queue_from_kafka(
 
         follower = await start_cli("dashboard", broker, "--topic-prefix", prefix, "--port", "0")
         try:
-
-            async def announced() -> bool:
-                return follower.said("dashboard on http://")
-
-            await eventually(announced, "the dashboard's address announced")
-            line = next(line for line in follower.lines if "dashboard on http://" in line)
-            found = re.search(r":(\d+)/dashboard", line)
-            assert found is not None, line
-            followed = int(found.group(1))
+            followed = await follower.announced_port("dashboard on http://", r":(\d+)/dashboard")
             await eventually(lambda: settled(followed), "the dashboard command shows team at 2/2", 120)
             assert queue(await state(followed), "team") == shown
         finally:
