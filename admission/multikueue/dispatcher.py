@@ -98,6 +98,8 @@ class Dispatcher:
         self._job_workloads: dict[Key, set[Key]] = {}
         self.deadlines: dict[Key, int] = {}
         self.last_gc: int | None = None
+        # The object the Configuration came from (a Configuration, or a ConfigMap carrying it).
+        self._config_source: tuple[str, str, str] | None = None
         # (worker, Workload key): remote objects the garbage collector would delete.
         self._orphans: set[tuple[str, Key]] = set()
         self.cluster_status_sent: dict[str, tuple[bool, str, str]] = {}
@@ -219,8 +221,10 @@ class Dispatcher:
 
     def _configuration(self, event: Observation) -> set[Key]:
         obj = self._decoded(event)
-        if event.kind == "ConfigMap" and not isinstance(obj, Configuration) and not event.deleted:
-            return set()  # a ConfigMap that does not carry the Configuration
+        source = (event.kind, event.namespace, event.name)
+        if event.kind == "ConfigMap" and not isinstance(obj, Configuration) and source != self._config_source:
+            return set()  # a ConfigMap that never carried the Configuration
+        self._config_source = source if isinstance(obj, Configuration) else None
         settings = obj.multikueue if isinstance(obj, Configuration) else Configuration().multikueue
         if settings == self.fed.settings:
             return set()

@@ -307,3 +307,25 @@ def test_the_garbage_collector_wakes_only_for_what_it_can_collect() -> None:
     world.advance(30_000)
     assert world.holding((NS, "orphan")) == []
     assert world.handler.next_wakeup_ms() is None
+
+
+def test_settings_come_from_the_configmap_carrying_the_configuration() -> None:
+    """Kueue reads its Configuration from a ConfigMap; deleting another ConfigMap changes nothing."""
+    world = World().setup()
+    config_text = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "multiKueue:\n  workerLostTimeout: 1m\n"
+    )
+    world.manager_event(
+        "ConfigMap", "kueue-system", "kueue-manager-config", {"data": {"config": config_text}}, "v1"
+    )
+    world.manager_event("ConfigMap", "kueue-system", "other", {"data": {"x": "y"}}, "v1")
+    world.manager_event("ConfigMap", "kueue-system", "other", None, "v1", deleted=True)
+    key = world.submit("job1")
+    world.reserve(key)
+    world.admit("w1", key)
+    world.connect("w1", connected=False)
+    world.advance(MINUTE)
+    assert [d.message for d in world.of(A.SET_CHECK_STATE) if d.state == "Retry"] == [
+        'Admitting remote lost, Previously: "Ready"'
+    ]
