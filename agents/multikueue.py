@@ -10,7 +10,7 @@ records the error.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 
 from kueuestream.admission.multikueue.decisions import Decision, Observation
 from kueuestream.admission.multikueue.dispatcher import Dispatcher
@@ -28,7 +28,8 @@ def decision_key(decision: MultiKueueDecision) -> bytes:
 
 
 def to_record(decision: Decision) -> MultiKueueDecision:
-    return MultiKueueDecision(**asdict(decision))
+    # Field by field, not dataclasses.asdict: that would deep-copy the objects of every copy.
+    return MultiKueueDecision(**{f.name: getattr(decision, f.name) for f in fields(decision)})
 
 
 class MultiKueueHandler:

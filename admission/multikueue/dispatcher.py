@@ -57,6 +57,7 @@ class Copy:
 @dataclass(slots=True)
 class RemoteWorkload:
     manifest: Mapping[str, Any]
+    conditions: dict[str, o.Condition] = field(default_factory=dict)
     # Per condition type, the watch offset at which it was first seen True: ties go to the earliest.
     true_since_offset: dict[str, int] = field(default_factory=dict)
 
@@ -368,7 +369,7 @@ class Dispatcher:
                 return {key}
             remote = held.get(key) or RemoteWorkload(event.object)
             remote.manifest = event.object
-            conds = o.conditions(event.object)
+            remote.conditions = conds = o.conditions(event.object)
             for kind in ("Admitted", "QuotaReserved", "Evicted", "Finished"):
                 if o.is_true(conds, kind):
                     remote.true_since_offset.setdefault(kind, self._cause)
@@ -493,7 +494,7 @@ class Dispatcher:
         best: tuple[int, int, str] | None = None
         found: tuple[str, o.Condition] | None = None
         for worker, remote in remotes.items():
-            cond = o.conditions(remote.manifest).get(kind)
+            cond = remote.conditions.get(kind)
             if cond is None or cond.status != "True":
                 continue
             rank = (cond.since_ms, remote.true_since_offset.get(kind, self._cause), worker)
@@ -614,7 +615,7 @@ class Dispatcher:
         # 6. The copy that won, if any.
         admitted = self._best_match(remotes, "Admitted")
         if group.cluster_name and group.cluster_name in remotes:
-            held = o.conditions(remotes[group.cluster_name].manifest).get("Admitted")
+            held = remotes[group.cluster_name].conditions.get("Admitted")
             if held is not None and held.status == "True":
                 admitted = (group.cluster_name, held)
         if admitted is None and state == READY:
