@@ -3,8 +3,8 @@
 It hands every watch event (the manager's and the workers') to the pure
 dispatcher (:mod:`kueuestream.admission.multikueue.dispatcher`) and turns its
 decisions into :class:`~kueuestream.streams.schemas.MultiKueueDecision`
-records. Control events of the watch log (batch markers, clock ticks, progress
-notes) only let time pass. A malformed watch event is skipped here: ingest
+records. Control events of the watch log only let time pass (clock ticks,
+progress notes) or open and close a batch (a listing). A malformed watch event is skipped here: ingest
 records the error.
 """
 
@@ -14,7 +14,13 @@ from dataclasses import fields
 
 from kueuestream.admission.multikueue.decisions import Decision, Observation
 from kueuestream.admission.multikueue.dispatcher import Dispatcher
-from kueuestream.agents.log_entries import SHARD_HANDOVER, WATCH_BATCH, WATCH_PROGRESS
+from kueuestream.agents.log_entries import (
+    BATCH_BEGIN,
+    BATCH_END,
+    SHARD_HANDOVER,
+    WATCH_BATCH,
+    WATCH_PROGRESS,
+)
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import MultiKueueDecision, WatchEvent, WatchEventType
 from kueuestream.streams.topics import multikueue_key
@@ -43,7 +49,9 @@ class MultiKueueHandler:
                 event = codec.decode(raw, WatchEvent)
             except codec.DecodeError:
                 return []
-        if event.kind in _CONTROL_KINDS:
+        if event.kind == WATCH_BATCH and event.name in (BATCH_BEGIN, BATCH_END):
+            made = self.dispatcher.batch_edge(event.name == BATCH_BEGIN, event.timestamp, offset)
+        elif event.kind in _CONTROL_KINDS:
             made = self.dispatcher.tick(event.timestamp, offset)
         else:
             observation = Observation(

@@ -105,6 +105,8 @@ class Dispatcher:
         self._orphans: set[tuple[str, Key]] = set()
         self.cluster_status_sent: dict[str, tuple[bool, str, str]] = {}
         self.check_active_sent: dict[str, tuple[bool, str, str]] = {}
+        self._in_batch = False
+        self._conditions_dirty = False
         self._out: list[Decision] = []
         self._cause = 0
 
@@ -119,8 +121,24 @@ class Dispatcher:
         return min(times) if times else None
 
     def tick(self, time_ms: int, offset: int) -> list[Decision]:
-        """Time passes (a clock tick or a batch marker in the watch log)."""
+        """Time passes (a clock tick or a progress note in the watch log)."""
         self._begin(time_ms, offset)
+        for key in sorted(self._timers()):
+            self._reconcile(key)
+        return self._end()
+
+    def batch_edge(self, begin: bool, time_ms: int, offset: int) -> list[Decision]:
+        """A batch of the watch log (a listing) begins or ends.
+
+        Within a batch the Active conditions wait for its end, so that a listing's
+        order (an AdmissionCheck before its MultiKueueConfig) shows no passing state.
+        A begin inside a batch means its end was lost: the batch closes there.
+        """
+        self._begin(time_ms, offset)
+        if self._in_batch and self._conditions_dirty:
+            self._active_conditions()
+        self._in_batch = begin
+        self._conditions_dirty = False
         for key in sorted(self._timers()):
             self._reconcile(key)
         return self._end()
@@ -210,7 +228,7 @@ class Dispatcher:
             return self._configuration(event)
         if kind in ("AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster"):
             self._federation_object(event)
-            self._active_conditions()
+            self._conditions_changed()
             return self._all_groups()
         return set()
 
@@ -267,7 +285,7 @@ class Dispatcher:
                 if copy is not None and not copy.created:
                     self._drop_copy(worker, key)
         self._cluster_status(worker)
-        self._active_conditions()
+        self._conditions_changed()
         return self._all_groups() if flipped else set()
 
     def _cluster_status(self, cluster: str) -> None:
@@ -285,6 +303,12 @@ class Dispatcher:
             reason=cond.reason,
             message=cond.message,
         )
+
+    def _conditions_changed(self) -> None:
+        if self._in_batch:
+            self._conditions_dirty = True
+        else:
+            self._active_conditions()
 
     def _active_conditions(self) -> None:
         for name in sorted(set(self.fed.checks) | set(self.check_active_sent)):
