@@ -58,6 +58,8 @@ class Copy:
 class RemoteWorkload:
     manifest: Mapping[str, Any]
     conditions: dict[str, o.Condition] = field(default_factory=dict)
+    # Its deletion is decided: it no longer counts, whatever a copy made since is called.
+    doomed: bool = False
     # Per condition type, the watch offset at which it was first seen True: ties go to the earliest.
     true_since_offset: dict[str, int] = field(default_factory=dict)
 
@@ -386,12 +388,18 @@ class Dispatcher:
         if event.kind == "Workload":
             held = self.remote_workloads.setdefault(worker, {})
             if event.deleted or not ours or event.object is None:
-                held.pop(key, None)
-                if event.deleted:
-                    # Gone from the worker: a deletion is done; a copy someone else deleted is made again.
+                gone = held.pop(key, None)
+                copy = self._copy(worker, key)
+                replaced = gone is not None and gone.doomed and copy is not None and copy.created
+                if event.deleted and not replaced:
+                    # Gone from the worker: a deletion is done; a copy someone else deleted is made
+                    # again. A doomed copy gone while a new one is on its way leaves the new one be.
                     self._drop_copy(worker, key)
                 return {key}
-            remote = held.get(key) or RemoteWorkload(event.object)
+            remote = held.get(key)
+            uid = o.metadata(event.object).get("uid")
+            if remote is None or (uid and uid != o.metadata(remote.manifest).get("uid")):
+                remote = RemoteWorkload(event.object)  # a new object under that name
             remote.manifest = event.object
             remote.conditions = conds = o.conditions(event.object)
             for kind in ("Admitted", "QuotaReserved", "Evicted", "Finished"):
@@ -486,6 +494,9 @@ class Dispatcher:
         if job_name:
             targets.append(o.ref("Job", key[0], job_name))
         targets.append(o.ref("Workload", key[0], key[1]))
+        remote = self.remote_workloads.get(worker, {}).get(key)
+        if remote is not None:
+            remote.doomed = True
         self._set_copy(worker, key, Copy(created=False, generation=copy.generation if copy else 0))
         self._orphan_check(worker, key)
         self._emit(
@@ -505,6 +516,7 @@ class Dispatcher:
             remote = self.remote_workloads.get(worker, {}).get(key)
             if (
                 remote is not None
+                and not remote.doomed
                 and copy is not None
                 and copy.created
                 and copy.generation == group.generation
