@@ -372,3 +372,17 @@ def test_a_copy_whose_deletion_is_decided_never_wins_while_the_deletion_waits() 
     assert world.check_state(key) == "Pending"
     world.admit("w1", key)
     assert world.check_message(key) == 'The workload was admitted on "w1"'
+
+
+def test_a_copy_the_dispatcher_did_not_make_is_deleted() -> None:
+    """A copy with our origin that no decision made (left by an earlier manager with the same origin),
+    here on a worker outside the MultiKueueConfig, is deleted while the Workload waits for a worker."""
+    world = World().setup()
+    source = {"kubeConfig": {"location": "w3-kubeconfig"}}
+    world.manager_event("MultiKueueCluster", "", "w3", {"spec": {"clusterSource": source}})
+    world.connect("w3")
+    key = world.submit("job1")
+    world.reserve(key)
+    world.plant("w3", key)
+    assert world.holding(key) == ["w1", "w2"]
+    assert [(d.cluster, d.name) for d in world.of(A.DELETE_REMOTE)] == [("w3", "job1")]
