@@ -338,6 +338,10 @@ class Dispatcher:
             self._orphan_check_all(key)
         manifest = group.manifest
         if manifest is None:
+            # A Workload made again under this name starts afresh (its copies stay counted).
+            self._forget_reservation(key, group)
+            group.reserved = False
+            group.finish_sent = False
             return {key}
         owner = o.controller_owner(manifest)
         job = owner.name if owner is not None and owner.is_job else ""
@@ -352,16 +356,21 @@ class Dispatcher:
         if reserved and not group.reserved:
             group.generation += 1
         if not reserved:
-            # An eviction clears the cluster and the nomination (upstream's evict.go).
-            group.check_sent = ""
-            group.cluster_name = ""
-            group.round_start = None
-            self.deadlines.pop(key, None)
+            self._forget_reservation(key, group)
         group.reserved = reserved
         check = self._mk_check(manifest)
         if check is not None and group.check_sent and o.check_states(manifest).get(check) == group.check_sent:
             group.check_sent = ""  # the Workload shows what was set
         return {key}
+
+    def _forget_reservation(self, key: Key, group: Group) -> None:
+        """What held for the Workload's last reservation; an eviction clears the cluster and the
+        nomination as upstream's evict.go does (the nomination through a decision, at reconcile)."""
+        group.check_sent = ""
+        group.cluster_name = ""
+        group.round_start = None
+        group.job_status_sent = None
+        self.deadlines.pop(key, None)
 
     def _manager_job(self, key: Key, event: Observation) -> set[Key]:
         if event.deleted or event.object is None:
@@ -546,8 +555,8 @@ class Dispatcher:
         if remote_job is None:
             return
         remote_status = dict(o.status(remote_job[1]))
-        if remote_status == group.job_status_sent:
-            return
+        if remote_status == group.job_status_sent or (not remote_status and group.job_status_sent is None):
+            return  # nothing new, or nothing yet
         group.job_status_sent = remote_status
         self._emit(
             MultiKueueAction.SYNC_JOB_STATUS,

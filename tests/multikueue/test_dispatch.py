@@ -386,3 +386,23 @@ def test_a_copy_the_dispatcher_did_not_make_is_deleted() -> None:
     world.plant("w3", key)
     assert world.holding(key) == ["w1", "w2"]
     assert [(d.cluster, d.name) for d in world.of(A.DELETE_REMOTE)] == [("w3", "job1")]
+
+
+def test_the_job_status_of_the_next_worker_is_mirrored_after_a_move() -> None:
+    """SyncJob after a re-dispatch: the new worker's Job status is mirrored even when it reads the same
+    as what the lost worker's last said."""
+    world = World(configuration={"multiKueue": {"workerLostTimeout": "1m"}}).setup()
+    key = world.submit("job1")
+    world.reserve(key)
+    world.admit("w1", key)
+    world.remote_job_status("w1", key, {"active": 1})
+    world.connect("w1", connected=False)
+    world.advance(MINUTE)
+    world.jobs[key]["status"] = {}  # the manager's job integration resets it on the eviction
+    world.reserve(key)
+    world.admit("w2", key)
+    world.remote_job_status("w2", key, {"active": 1})
+    assert [(d.cluster, d.object) for d in world.of(A.SYNC_JOB_STATUS)] == [
+        ("w1", {"active": 1}),
+        ("w2", {"active": 1}),
+    ]
