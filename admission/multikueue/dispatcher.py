@@ -331,6 +331,9 @@ class Dispatcher:
             )
 
     def _manager_workload(self, key: Key, event: Observation) -> set[Key]:
+        if key not in self.groups and (event.deleted or not o.check_states(event.object)):
+            # No admission check, no dispatch: a pipeline without MultiKueue keeps nothing here.
+            return set()
         group = self.groups.setdefault(key, Group())
         had = group.manifest is not None
         group.manifest = None if event.deleted else event.object
