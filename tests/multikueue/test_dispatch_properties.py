@@ -21,6 +21,8 @@ step = st.one_of(
     st.tuples(st.just("connect"), st.sampled_from(WORKERS)),
     st.tuples(st.just("advance"), st.integers(min_value=1, max_value=20 * 60_000)),
     st.tuples(st.just("delete"), st.sampled_from(NAMES)),
+    st.tuples(st.just("pause"), st.sampled_from(WORKERS)),
+    st.tuples(st.just("resume"), st.sampled_from(WORKERS)),
 )
 
 
@@ -31,6 +33,13 @@ def _run(world: World, steps: list[tuple[object, ...]]) -> None:
             continue
         if op in ("connect", "disconnect"):
             world.connect(str(args[0]), connected=op == "connect")
+            continue
+        if op == "pause":
+            world.paused.add(str(args[0]))
+            continue
+        if op == "resume":
+            if world.workers[str(args[0])].connected:
+                world.resume(str(args[0]))
             continue
         key = (NS, str(args[0]))
         wl = world.workloads.get(key)
@@ -61,9 +70,14 @@ def _check(world: World) -> None:
         if world.check_state(key) == "Ready" and not is_true(wl, "Finished"):
             cluster = wl["status"].get("clusterName")
             worker = world.workers[cluster]
-            assert not worker.connected or cluster in reserving, f"{key}: Ready on {cluster} without its copy"
+            waiting = any(d.cluster == cluster for d in world.waiting)
+            assert not worker.connected or waiting or cluster in reserving, f"{key}: Ready on {cluster}"
         if is_true(wl, "Finished") or not is_true(wl, "QuotaReserved"):
-            held = [w for w in world.holding(key) if world.workers[w].connected]
+            held = [
+                w
+                for w in world.holding(key)
+                if world.workers[w].connected and not any(d.cluster == w for d in world.waiting)
+            ]
             assert not held, f"{key}: copies in {held} of a Workload without quota"
 
 
