@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from kueuestream.agents.multikueue import MultiKueueHandler
 from kueuestream.streams import codec
+from kueuestream.streams.schemas import WatchEvent, WatchEventType
 from tests.multikueue.world import NS, World, is_true
 
 WORKERS = ("w1", "w2", "w3")
@@ -102,6 +103,94 @@ def test_random_federations_keep_one_reserving_copy_and_replay_exactly(
     for name in NAMES:
         world.submit(name)
     _run(world, steps)
+    fresh = MultiKueueHandler()
+    replayed = [
+        codec.encode(d)
+        for offset, event in enumerate(world.events)
+        for d in fresh.handle(offset, codec.encode(event))
+    ]
+    assert replayed == world.encoded()
+
+
+json_value = st.recursive(
+    # What a watch event can carry: JSON, integers within 64 bits.
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+# Objects shaped like ours in places, garbage in others: the fields the dispatcher reads, wrongly typed.
+field_soup = st.fixed_dictionaries(
+    {},
+    optional={
+        "metadata": st.fixed_dictionaries(
+            {},
+            optional={
+                "labels": st.one_of(json_value, st.just({"kueue.x-k8s.io/multikueue-origin": "multikueue"})),
+                "ownerReferences": json_value,
+                "uid": json_value,
+                "namespace": json_value,
+            },
+        ),
+        "status": st.fixed_dictionaries(
+            {},
+            optional={
+                "conditions": st.lists(
+                    st.fixed_dictionaries(
+                        {"type": st.sampled_from(["Admitted", "QuotaReserved", "Finished", "Evicted"])},
+                        optional={
+                            "status": json_value,
+                            "lastTransitionTime": json_value,
+                            "reason": json_value,
+                        },
+                    ),
+                    max_size=3,
+                )
+                | json_value,
+                "admissionChecks": json_value,
+            },
+        ),
+        "spec": json_value,
+        "connected": json_value,
+        "reason": json_value,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    garbage=st.lists(
+        st.tuples(
+            st.sampled_from(["manager", "multikueue:w1", "multikueue:w2"]),
+            st.sampled_from(["Workload", "Job", "ClusterConnection", "MultiKueueConfig", "AdmissionCheck"]),
+            st.sampled_from(["a", "b"]),
+            st.booleans(),
+            field_soup,
+        ),
+        max_size=12,
+    )
+)
+def test_malformed_objects_never_stop_the_dispatcher(garbage: list[tuple[str, str, str, bool, dict]]) -> None:  # type: ignore[type-arg]
+    """Bad input never stops the pipeline: whatever a watch event carries, the dispatcher decides on,
+    and the same events give the same decisions."""
+    world = World(clusters=("w1", "w2")).setup()
+    key = world.submit("a")
+    world.reserve(key)
+    for cluster, kind, name, deleted, body in garbage:
+        obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, **body}
+        obj["metadata"] = {**(body.get("metadata") or {}), "name": name, "namespace": NS}
+        world.send(
+            WatchEvent(
+                cluster=cluster,
+                kind=kind,
+                apiVersion="kueue.x-k8s.io/v1beta2",
+                namespace=NS,
+                name=name,
+                type=WatchEventType.DELETED if deleted else WatchEventType.MODIFIED,
+                object=obj,
+                timestamp=world.now,
+            )
+        )
+        world.advance(61_000)
     fresh = MultiKueueHandler()
     replayed = [
         codec.encode(d)
