@@ -15,6 +15,7 @@ repeat).
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from pathlib import Path
 
@@ -31,7 +32,9 @@ from tests.pipeline.watch_streams import Stream
 
 pytestmark = pytest.mark.kafka
 
-KILLS = 20
+# 20 kills over 45 s of a 40-Workload run in CI; KUEUESTREAM_KILLS=N runs N kills over a run
+# scaled to match, on demand (a longer run than the suite's time budget allows).
+KILLS = int(os.environ.get("KUEUESTREAM_KILLS", "").strip() or 20)
 
 
 def workload_steps(count: int) -> list[list[bytes]]:
@@ -46,11 +49,12 @@ def workload_steps(count: int) -> list[list[bytes]]:
     return [[codec.encode(e) for e in step] for step in stream.steps]
 
 
-def test_workers_killed_at_20_random_points(kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_workers_killed_at_random_points(kafka_bootstrap: str, tmp_path: Path) -> None:
     rng = random.Random(kill_seed())
-    steps = workload_steps(40)
+    workloads = 2 * KILLS
+    steps = workload_steps(workloads)
     with worker_group(kafka_bootstrap, tmp_path, 2) as w:
-        killer = WorkerKiller(w, rng, KILLS, window=45.0)
+        killer = WorkerKiller(w, rng, KILLS, window=2.25 * KILLS)
         killer.start()
         outcome = asyncio.run(
             run_with_crashes(kafka_bootstrap, w, killer, steps, Limits.of(borrowing_cluster()))
@@ -58,9 +62,9 @@ def test_workers_killed_at_20_random_points(kafka_bootstrap: str, tmp_path: Path
         parts = asyncio.run(decisions_of(kafka_bootstrap, w.names))
         assert killer.kills == KILLS and sum(w.starts) == 2 + KILLS + len(outcome.restarted)
     decided = sum(len(p) for p in parts)
-    assert outcome.checked == decided > 60
+    assert outcome.checked == decided > 1.5 * workloads
     assert_admitted_once(parts)
-    assert len(per_workload(parts)) == 40
+    assert len(per_workload(parts)) == workloads
 
 
 @pytest.fixture
@@ -79,9 +83,9 @@ def own_broker(kafka_bootstrap: str) -> str:
 
 def test_the_broker_killed_mid_run_and_a_worker_with_it(own_broker: str, tmp_path: Path) -> None:
     rng = random.Random(kill_seed())
-    steps = workload_steps(24)
+    steps = workload_steps(16)
     with worker_group(own_broker, tmp_path, 2) as w:
-        killer = WorkerKiller(w, rng, 3, window=20.0)
+        killer = WorkerKiller(w, rng, 2, window=15.0)
         killer.start()
         outcome = asyncio.run(
             run_with_crashes(
@@ -95,6 +99,6 @@ def test_the_broker_killed_mid_run_and_a_worker_with_it(own_broker: str, tmp_pat
             )
         )
         parts = asyncio.run(decisions_of(own_broker, w.names))
-    assert outcome.checked == sum(len(p) for p in parts) > 30
+    assert outcome.checked == sum(len(p) for p in parts) > 24
     assert_admitted_once(parts)
-    assert len(per_workload(parts)) == 24
+    assert len(per_workload(parts)) == 16
