@@ -309,3 +309,54 @@ class ErrorRecord(_Record):
             truncated=truncated,
             error=message or "unknown error",
         )
+
+
+class MultiKueueAction(StrEnum):
+    """What the MultiKueue dispatcher decided; the cluster side carries it out."""
+
+    CREATE_REMOTE = "CreateRemote"  # cluster; objects: the Workload copy, then the Job copy (if any)
+    DELETE_REMOTE = "DeleteRemote"  # cluster; objects: [{"kind", "apiVersion", "namespace", "name"}, ...]
+    SET_CHECK_STATE = "SetCheckState"  # the manager Workload's check: state, message, clusterName
+    SET_NOMINATED = "SetNominatedClusters"  # the manager Workload's status.nominatedClusterNames: clusters
+    SYNC_JOB_STATUS = "SyncJobStatus"  # the manager Job namespace/name; object: the worker Job's status
+    FINISH = "FinishWorkload"  # the manager Workload gets Finished=True with reason and message
+    SET_CLUSTER_STATUS = "SetClusterStatus"  # a MultiKueueCluster's Active condition: active, reason, message
+    SET_CHECK_ACTIVE = "SetAdmissionCheckActive"  # an AdmissionCheck's Active condition
+
+
+class MultiKueueDecision(_Record):
+    """One decision of the MultiKueue dispatcher, as stored in ``kueue.multikueue``.
+
+    ``cause`` is the offset in ``kueue.watch`` of the event that made it.
+    ``cluster`` is a worker's MultiKueueCluster name (without the prefix its
+    watch events carry) for the remote actions; ``namespace``/``name`` name the
+    manager's Workload (its Job for ``SyncJobStatus``), the MultiKueueCluster
+    or the AdmissionCheck.
+    """
+
+    time_ms: NonNegativeInt
+    cause: NonNegativeInt
+    action: MultiKueueAction
+    cluster: str = ""
+    namespace: str = ""
+    name: str = ""
+    check: str = ""
+    state: str = ""  # Pending | Ready | Retry | Rejected
+    active: bool | None = None
+    reason: str = ""
+    message: str = ""
+    clusterName: str = ""
+    clusters: list[str] = Field(default_factory=list)
+    objects: list[dict[str, Any]] = Field(default_factory=list)
+    object: dict[str, Any] | None = None
+
+
+class MultiKueueApplied(_Record):
+    """What the MultiKueue executor did with one decision, as stored in ``kueue.multikueue.applied``.
+
+    ``decision`` is the decision's offset in ``kueue.multikueue``.
+    """
+
+    decision: NonNegativeInt
+    outcome: str  # applied | unchanged | not-found | conflict | unreachable | failed
+    message: str = ""
