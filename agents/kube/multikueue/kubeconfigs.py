@@ -23,15 +23,16 @@ import yaml
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from kueuestream.admission.multikueue import names
 from kueuestream.agents.kube.client import KubeConnection
 from kueuestream.agents.kube.rest import NOT_FOUND, KubeObjects, Resource, reason_of, status_of
 
 SECRETS = Resource("", "v1", "secrets", "Secret")
-SECRET_KEY = "kubeconfig"
-SECRET_LOCATION = "Secret"
-PATH_LOCATION = "Path"
+SECRET_KEY = names.KUBECONFIG_SECRET_KEY
+SECRET_LOCATION = names.LOCATION_SECRET
+PATH_LOCATION = names.LOCATION_PATH
 
-BAD_KUBECONFIG = "BadKubeConfig"
+BAD_KUBECONFIG = names.REASON_BAD_KUBECONFIG
 INSECURE_KUBECONFIG = "InsecureKubeConfig"
 LOAD_FAILED = "load client config failed: "
 

@@ -29,6 +29,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kueuestream.admission.multikueue import names
+from kueuestream.admission.multikueue.names import ORIGIN_LABEL, WORKER_CLUSTER_PREFIX, worker_cluster
 from kueuestream.agents.kube.api_calls import get_json
 from kueuestream.agents.kube.client import KubeConnection, RetryPolicy, with_retry
 from kueuestream.agents.kube.multikueue.kubeconfigs import (
@@ -41,31 +43,18 @@ from kueuestream.agents.kube.resources import KUEUE_GROUP, WatchedKind
 from kueuestream.agents.kube.rest import KubeObjects, reason_of
 from kueuestream.agents.kube.watch_ledger import WatchLedger
 from kueuestream.agents.kube.watcher import Watcher, WatchSink, wall_clock_ms
-from kueuestream.agents.log_entries import GROUP_VERSION
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import WatchEvent, WatchEventType
 
 log = logging.getLogger(__name__)
 
-WORKER_CLUSTER_PREFIX = "multikueue:"
-CLUSTER_CONNECTION = "ClusterConnection"
+CLUSTER_CONNECTION = names.CLUSTER_CONNECTION_KIND
 MULTIKUEUE_CLUSTER = "MultiKueueCluster"
-ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
-DEFAULT_ORIGIN = "multikueue"
-DEFAULT_NAMESPACE = "kueue-system"
-
-ACTIVE = "Active"
 CONNECTED = "Connected"
-CONNECTION_FAILED = "ClientConnectionFailed"
 
 PROBE_TIMEOUT_S = 5.0
 # A probe rides out a brief 429 (a worker's storage initialising) before reporting a failure.
 PROBE_RETRY = RetryPolicy(initial_s=0.2, max_s=1.0, max_attempts=3)
-
-
-def worker_cluster(name: str) -> str:
-    """The cluster name a worker's events carry in the log."""
-    return WORKER_CLUSTER_PREFIX + name
 
 
 def worker_kinds(origin: str) -> list[WatchedKind]:
@@ -96,7 +85,7 @@ def connection_event(name: str, state: Connection, now: int) -> WatchEvent:
     return WatchEvent(
         cluster=worker_cluster(name),
         kind=CLUSTER_CONNECTION,
-        apiVersion=GROUP_VERSION,
+        apiVersion=names.CLUSTER_CONNECTION_API_VERSION,
         name=name,
         type=WatchEventType.MODIFIED,
         object=state.as_object(),
@@ -133,8 +122,8 @@ class WorkerLinks:
         sink: WatchSink,
         ledgers: LedgerSource,
         *,
-        namespace: str = DEFAULT_NAMESPACE,
-        origin: str = DEFAULT_ORIGIN,
+        namespace: str = names.DEFAULT_SECRETS_NAMESPACE,
+        origin: str = names.DEFAULT_ORIGIN,
         known: dict[str, Connection] | None = None,
         probe_s: float = 1.0,
         retry_s: float = 5.0,
@@ -235,9 +224,9 @@ class WorkerLinks:
         try:
             await with_retry(lambda: get_json(conn.api, path, query, timeout_s=PROBE_TIMEOUT_S), PROBE_RETRY)
         except Exception as exc:
-            await self._report(name, Connection(False, CONNECTION_FAILED, reason_of(exc)))
+            await self._report(name, Connection(False, names.REASON_CONNECTION_FAILED, reason_of(exc)))
             return False
-        await self._report(name, Connection(True, ACTIVE, CONNECTED))
+        await self._report(name, Connection(True, names.REASON_ACTIVE, CONNECTED))
         return True
 
     async def _serve(self, name: str, conn: KubeConnection) -> None:
@@ -253,7 +242,7 @@ class WorkerLinks:
                     await self._probe(name, conn)
             exc = task.exception()
             if exc is not None:
-                await self._report(name, Connection(False, CONNECTION_FAILED, reason_of(exc)))
+                await self._report(name, Connection(False, names.REASON_CONNECTION_FAILED, reason_of(exc)))
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
