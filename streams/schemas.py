@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
+from kueuestream.admission.multikueue.decisions import MultiKueueAction
 from kueuestream.streams.codec import contains_float, normalize_manifest
 
 # An offset, a timestamp or an index: a non-negative int, never a float or a string.
@@ -311,19 +312,6 @@ class ErrorRecord(_Record):
         )
 
 
-class MultiKueueAction(StrEnum):
-    """What the MultiKueue dispatcher decided; the cluster side carries it out."""
-
-    CREATE_REMOTE = "CreateRemote"  # cluster; objects: the Workload copy, then the Job copy (if any)
-    DELETE_REMOTE = "DeleteRemote"  # cluster; objects: [{"kind", "apiVersion", "namespace", "name"}, ...]
-    SET_CHECK_STATE = "SetCheckState"  # the manager Workload's check: state, message, clusterName
-    SET_NOMINATED = "SetNominatedClusters"  # the manager Workload's status.nominatedClusterNames: clusters
-    SYNC_JOB_STATUS = "SyncJobStatus"  # the manager Job namespace/name; object: the worker Job's status
-    FINISH = "FinishWorkload"  # the manager Workload gets Finished=True with reason and message
-    SET_CLUSTER_STATUS = "SetClusterStatus"  # a MultiKueueCluster's Active condition: active, reason, message
-    SET_CHECK_ACTIVE = "SetAdmissionCheckActive"  # an AdmissionCheck's Active condition
-
-
 class MultiKueueDecision(_Record):
     """One decision of the MultiKueue dispatcher, as stored in ``kueue.multikueue``.
 
@@ -336,7 +324,7 @@ class MultiKueueDecision(_Record):
 
     time_ms: NonNegativeInt
     cause: NonNegativeInt
-    action: MultiKueueAction
+    action: MultiKueueAction  # the dispatcher's own enum, kept importable from here
     cluster: str = ""
     namespace: str = ""
     name: str = ""
