@@ -141,6 +141,7 @@ class WorkerLinks:
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.connections: dict[str, KubeConnection] = {}
         self._specs: dict[str, bytes] = {}
+        self._objects: dict[str, KubeObjects] = {}
         self._ledgers: dict[str, WatchLedger] = {}
         self._report_lock = asyncio.Lock()
 
@@ -162,6 +163,20 @@ class WorkerLinks:
             self.tasks[event.name] = asyncio.create_task(
                 self._link(event.name, event.object), name=f"multikueue-link-{event.name}"
             )
+
+    def client(self, name: str) -> KubeObjects | None:
+        """A client of worker ``name`` while its link holds a connection."""
+        conn = self.connections.get(name)
+        if conn is None:
+            return None
+        objects = self._objects.get(name)
+        if objects is None or objects.api is not conn.api:
+            objects = self._objects[name] = KubeObjects(conn.api)
+        return objects
+
+    def knows(self, name: str) -> bool:
+        """Whether a MultiKueueCluster of that name has a link."""
+        return name in self.tasks
 
     def _stop(self, name: str) -> None:
         self._specs.pop(name, None)
