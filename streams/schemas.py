@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
-from kueuestream.admission.multikueue.decisions import MultiKueueAction
+from kueuestream.admission.multikueue.decisions import MultiKueueAction as MultiKueueAction
 from kueuestream.streams.codec import contains_float, normalize_manifest
 
 # An offset, a timestamp or an index: a non-negative int, never a float or a string.
@@ -324,7 +324,7 @@ class MultiKueueDecision(_Record):
 
     time_ms: NonNegativeInt
     cause: NonNegativeInt
-    action: MultiKueueAction  # the dispatcher's own enum, kept importable from here
+    action: MultiKueueAction
     cluster: str = ""
     namespace: str = ""
     name: str = ""

@@ -98,6 +98,10 @@ class Dispatcher:
         self._job_workloads: dict[Key, set[Key]] = {}
         self.deadlines: dict[Key, int] = {}
         self.last_gc: int | None = None
+        # The object the Configuration came from (a Configuration, or a ConfigMap carrying it).
+        self._config_source: tuple[str, str, str] | None = None
+        # (worker, Workload key): remote objects the garbage collector would delete.
+        self._orphans: set[tuple[str, Key]] = set()
         self.cluster_status_sent: dict[str, tuple[bool, str, str]] = {}
         self.check_active_sent: dict[str, tuple[bool, str, str]] = {}
         self._out: list[Decision] = []
@@ -152,10 +156,33 @@ class Dispatcher:
         self._out.append(Decision(time_ms=self.now, cause=self._cause, action=action, **fields))
 
     def _next_gc(self) -> int | None:
+        """The next run of the garbage collector, while it has something to collect.
+
+        It runs at most once per gcInterval, and only while a connected worker holds
+        remote objects whose manager Workload is gone and whose deletion is not
+        decided yet; so the clock is not ticked for nothing, and a runtime that
+        advances its clock to the last wakeup comes to an end.
+        """
         interval = self.fed.settings.gc_interval
-        if interval <= 0 or self.last_gc is None or (not self.remote_workloads and not self.remote_jobs):
+        if interval <= 0 or self.last_gc is None:
+            return None
+        if not any(self.fed.connected(worker) for worker, _ in self._orphans):
             return None
         return self.last_gc + interval
+
+    def _orphan_check(self, worker: str, key: Key) -> None:
+        """Keep :attr:`_orphans` up to date for one worker's objects of one Workload."""
+        held = key in self.remote_workloads.get(worker, {}) or key in self.remote_jobs.get(worker, {})
+        group = self.groups.get(key)
+        copy = self._copy(worker, key)
+        if held and (group is None or group.manifest is None) and (copy is None or copy.created):
+            self._orphans.add((worker, key))
+        else:
+            self._orphans.discard((worker, key))
+
+    def _orphan_check_all(self, key: Key) -> None:
+        for worker in sorted(set(self.remote_workloads) | set(self.remote_jobs)):
+            self._orphan_check(worker, key)
 
     def _timers(self) -> set[Key]:
         due = {key for key, at in self.deadlines.items() if at <= self.now}
@@ -194,8 +221,10 @@ class Dispatcher:
 
     def _configuration(self, event: Observation) -> set[Key]:
         obj = self._decoded(event)
-        if event.kind == "ConfigMap" and not isinstance(obj, Configuration) and not event.deleted:
-            return set()  # a ConfigMap that does not carry the Configuration
+        source = (event.kind, event.namespace, event.name)
+        if event.kind == "ConfigMap" and not isinstance(obj, Configuration) and source != self._config_source:
+            return set()  # a ConfigMap that never carried the Configuration
+        self._config_source = source if isinstance(obj, Configuration) else None
         settings = obj.multikueue if isinstance(obj, Configuration) else Configuration().multikueue
         if settings == self.fed.settings:
             return set()
@@ -276,11 +305,13 @@ class Dispatcher:
 
     def _manager_workload(self, key: Key, event: Observation) -> set[Key]:
         group = self.groups.setdefault(key, Group())
-        if event.deleted or event.object is None:
-            group.manifest = None
+        had = group.manifest is not None
+        group.manifest = None if event.deleted else event.object
+        if had != (group.manifest is not None):
+            self._orphan_check_all(key)
+        manifest = group.manifest
+        if manifest is None:
             return {key}
-        manifest = event.object
-        group.manifest = manifest
         owner = o.controller_owner(manifest)
         job = owner.name if owner is not None and owner.is_job else ""
         if job != group.job:
@@ -316,6 +347,13 @@ class Dispatcher:
         return affected
 
     def _remote_event(self, worker: str, event: Observation) -> set[Key]:
+        touched = self._remote_object(worker, event)
+        for key in sorted(touched | {(event.namespace, event.name)}):
+            self._orphan_check(worker, key)
+        return {key for key in touched if key in self.groups}
+
+    def _remote_object(self, worker: str, event: Observation) -> set[Key]:
+        """Take in a worker's object; the Workloads it concerns."""
         key = (event.namespace, event.name)
         ours = event.object is not None and (
             o.labels(event.object).get(names.ORIGIN_LABEL) == self.fed.settings.origin
@@ -327,7 +365,7 @@ class Dispatcher:
                 if event.deleted:
                     # Gone from the worker: a deletion is done; a copy someone else deleted is made again.
                     self._drop_copy(worker, key)
-                return {key} if key in self.groups else set()
+                return {key}
             remote = held.get(key) or RemoteWorkload(event.object)
             remote.manifest = event.object
             conds = o.conditions(event.object)
@@ -337,7 +375,7 @@ class Dispatcher:
                 else:
                     remote.true_since_offset.pop(kind, None)
             held[key] = remote
-            return {key} if key in self.groups else set()
+            return {key}
         if event.kind == "Job":
             jobs = self.remote_jobs.setdefault(worker, {})
             owners = self._remote_job_owner.setdefault(worker, {})
@@ -349,8 +387,7 @@ class Dispatcher:
             if wl_key is not None and ours and not event.deleted and event.object is not None:
                 jobs[wl_key] = (event.name, event.object)
                 owners[key] = wl_key
-            touched = {k for k in (old, wl_key) if k is not None and k in self.groups}
-            return touched
+            return {k for k in (old, wl_key) if k is not None}
         return set()
 
     # --- the Workload group ------------------------------------------------------------
@@ -411,6 +448,7 @@ class Dispatcher:
             held.pop(worker, None)
             if not held:
                 del self.copies[key]
+        self._orphan_check(worker, key)
 
     def _delete_copy(self, worker: str, key: Key, group: Group | None) -> None:
         """Delete the Job copy, then the Workload copy (upstream's RemoveRemoteObjects), once."""
@@ -424,6 +462,7 @@ class Dispatcher:
             targets.append(o.ref("Job", key[0], job_name))
         targets.append(o.ref("Workload", key[0], key[1]))
         self._set_copy(worker, key, Copy(created=False, generation=copy.generation if copy else 0))
+        self._orphan_check(worker, key)
         self._emit(
             MultiKueueAction.DELETE_REMOTE, cluster=worker, namespace=key[0], name=key[1], objects=targets
         )

@@ -291,3 +291,41 @@ def test_a_copy_deleted_on_its_worker_is_made_again() -> None:
     gone = world.workers["w1"].workloads.pop(key)
     world._worker_object("w1", gone, deleted=True)
     assert world.holding(key) == ["w1", "w2"]
+
+
+def test_the_garbage_collector_wakes_only_for_what_it_can_collect() -> None:
+    """No clock ticks for nothing: with no orphan on a reachable worker there is no wakeup, so a runtime
+    that advances its clock to the last wakeup comes to an end."""
+    world = World(configuration={"multiKueue": {"gcInterval": "30s"}}).setup()
+    assert world.handler.next_wakeup_ms() is None
+    world.plant("w1", (NS, "orphan"))
+    start = world.now
+    assert world.handler.next_wakeup_ms() == start + 30_000
+    world.connect("w1", connected=False)
+    assert world.handler.next_wakeup_ms() is None  # unreachable: nothing to collect there
+    world.connect("w1")
+    world.advance(30_000)
+    assert world.holding((NS, "orphan")) == []
+    assert world.handler.next_wakeup_ms() is None
+
+
+def test_settings_come_from_the_configmap_carrying_the_configuration() -> None:
+    """Kueue reads its Configuration from a ConfigMap; deleting another ConfigMap changes nothing."""
+    world = World().setup()
+    config_text = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "multiKueue:\n  workerLostTimeout: 1m\n"
+    )
+    world.manager_event(
+        "ConfigMap", "kueue-system", "kueue-manager-config", {"data": {"config": config_text}}, "v1"
+    )
+    world.manager_event("ConfigMap", "kueue-system", "other", {"data": {"x": "y"}}, "v1")
+    world.manager_event("ConfigMap", "kueue-system", "other", None, "v1", deleted=True)
+    key = world.submit("job1")
+    world.reserve(key)
+    world.admit("w1", key)
+    world.connect("w1", connected=False)
+    world.advance(MINUTE)
+    assert [d.message for d in world.of(A.SET_CHECK_STATE) if d.state == "Retry"] == [
+        'Admitting remote lost, Previously: "Ready"'
+    ]
