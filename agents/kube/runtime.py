@@ -164,9 +164,10 @@ class EmbeddedCluster:
             queued = 0
         else:
             queued = self.side.restore(watch, decisions, applied)
-        if self.multikueue is not None:
-            queued += self.multikueue.start(watch)
         self._pump()
+        if self.multikueue is not None:
+            # After the pump: the dispatcher has rebuilt its settings (the origin) from the log.
+            queued += self.multikueue.start(watch)
         self._hand_on()
         return queued
 
@@ -308,6 +309,8 @@ async def open_cluster(
             await runtime.emit([event])
             ledger.record(event)
     watcher = Watcher(conn, runtime, ledger, kinds_to_watch(options.config_map))
+    if runtime.multikueue is not None:
+        runtime.multikueue.synced = watcher.synced.is_set
     return runtime, watcher
 
 

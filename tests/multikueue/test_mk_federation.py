@@ -145,3 +145,155 @@ async def test_bad_kubeconfig_shows_inactive_cluster(
             return is_true(found, "Active")
 
         await eventually(w2_active, "w2 Active")
+
+
+async def test_lost_worker_requeues_to_the_other_and_its_stale_copy_goes(
+    multikueue_servers: MultiKueueServers, tmp_path: Path
+) -> None:
+    """workerLostTimeout (wlReconciler.reconcileGroup, the admitting worker not connected): after
+    the timeout the check goes Retry, the manager's Workload is evicted and requeued, and runs on
+    the other worker; when the lost worker comes back its stale copy is deleted."""
+    async with fleet(
+        multikueue_servers, tmp_path, worker_cpu={"w1": "4", "w2": "4"}, lost_timeout="4s"
+    ) as fl:
+        await fl.start_worker("w1")
+        await fl.start_worker("w2")
+        await fl.start_manager()
+        job = await fl.job("train")
+        wl_name = job_workload_name(job)
+
+        async def ready_on() -> str:
+            wl = await manager_workload(fl, job)
+            if check_state(wl, fl.check).get("state") != "Ready":
+                return ""
+            return str((wl or {}).get("status", {}).get("clusterName", ""))
+
+        async def ready() -> bool:
+            return bool(await ready_on())
+
+        await eventually(ready, "Ready on a worker", 90)
+        winner_cluster = await ready_on()
+        winner = "w1" if winner_cluster == fl.cluster("w1") else "w2"
+        other = "w2" if winner == "w1" else "w1"
+        assert (await fl.copies(winner))[0] == [wl_name]
+
+        instance = fl.instance(winner)
+        instance.stop_apiserver()
+        try:
+
+            async def moved() -> bool:
+                return await ready_on() == fl.cluster(other)
+
+            await eventually(moved, f"the Workload running on {other} after workerLostTimeout", 120)
+            assert await fl.copies(other) == ([wl_name], ["train"])
+        finally:
+            instance.start_apiserver()
+
+        async def stale_gone() -> bool:
+            return await fl.copies(winner) == ([], [])
+
+        await eventually(stale_gone, f"the stale copy in {winner} deleted once it is back", 120)
+        assert await ready_on() == fl.cluster(other)
+
+
+async def test_manager_restart_mid_dispatch_creates_no_duplicates(
+    multikueue_servers: MultiKueueServers, tmp_path: Path
+) -> None:
+    """A restarted manager resumes from its log: the dispatcher's state is rebuilt from kueue.watch
+    (no decision made twice) and the executor applies only decisions without an outcome, an
+    existing copy with our origin counting as done."""
+    async with fleet(multikueue_servers, tmp_path, worker_cpu={"w1": "0", "w2": "0"}) as fl:
+        await fl.start_worker("w1")
+        await fl.start_worker("w2")
+        manager = await fl.start_manager()
+        job = await fl.job("train")
+        wl_name = job_workload_name(job)
+
+        async def dispatched() -> bool:
+            return any(
+                d.action == MultiKueueAction.CREATE_REMOTE and d.name == wl_name for d in manager.decisions()
+            )
+
+        await eventually(dispatched, "a CreateRemote decision in the log", 90)
+        await fl.stop("manager")
+        manager = await fl.start_manager()
+
+        async def both_copies() -> bool:
+            found = [await fl.copies(w) for w in ("w1", "w2")]
+            return found == [([wl_name], ["train"])] * 2
+
+        await eventually(both_copies, "one copy in each worker", 60)
+        await manager.runtime.settle()
+        decisions = manager.decisions()
+        creates = sorted(
+            d.cluster for d in decisions if d.action == MultiKueueAction.CREATE_REMOTE and d.name == wl_name
+        )
+        assert creates == [fl.cluster("w1"), fl.cluster("w2")]
+        create_offsets = {
+            i
+            for i, d in enumerate(decisions)
+            if d.action == MultiKueueAction.CREATE_REMOTE and d.name == wl_name
+        }
+        outcomes = [o for o in manager.outcomes() if o.decision in create_offsets]
+        assert sorted(o.decision for o in outcomes) == sorted(create_offsets)
+        assert {o.outcome for o in outcomes} <= {"applied", "unchanged"}
+
+        # The restarted manager carries on: w2 gets room, reserves, and the check becomes Ready there.
+        from tests.cluster.kube_rig import CLUSTER_QUEUES
+
+        patch = {
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {
+                                "name": f"flavor-{fl.suffix}",
+                                "resources": [{"name": "cpu", "nominalQuota": "4"}],
+                            }
+                        ],
+                    }
+                ]
+            }
+        }
+        await fl.api("w2").patch(CLUSTER_QUEUES, "", f"cq-{fl.suffix}", patch)
+
+        async def ready_on_w2() -> bool:
+            wl = await manager_workload(fl, job)
+            return check_state(wl, fl.check).get("state") == "Ready" and (wl or {})["status"].get(
+                "clusterName"
+            ) == fl.cluster("w2")
+
+        await eventually(ready_on_w2, "Ready on w2 after the restart", 90)
+
+
+async def test_incremental_dispatcher_nominates_in_order(
+    multikueue_servers: MultiKueueServers, tmp_path: Path
+) -> None:
+    """workloaddispatcher's incremental dispatcher: the first round nominates the first
+    stepSize clusters of the MultiKueueConfig (status.nominatedClusterNames), and copies go
+    only there."""
+    async with fleet(
+        multikueue_servers,
+        tmp_path,
+        worker_cpu={"w1": "0", "w2": "0"},
+        dispatcher="kueue.x-k8s.io/multikueue-dispatcher-incremental",
+        step=1,
+    ) as fl:
+        await fl.start_worker("w1")
+        await fl.start_manager()
+        job = await fl.job("train")
+        wl_name = job_workload_name(job)
+
+        async def nominated() -> bool:
+            wl = await manager_workload(fl, job)
+            return ((wl or {}).get("status") or {}).get("nominatedClusterNames") == [fl.cluster("w1")]
+
+        await eventually(nominated, "w1 nominated first", 90)
+
+        async def in_w1() -> bool:
+            return await fl.copies("w1") == ([wl_name], ["train"])
+
+        await eventually(in_w1, "the copy in w1")
+        await asyncio.sleep(2)
+        assert await fl.copies("w2") == ([], [])

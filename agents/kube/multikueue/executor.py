@@ -10,7 +10,9 @@ so every write here is idempotent:
 
 - ``CreateRemote``: the Workload copy, then the Job copy, in the worker. An
   object that exists already is ``unchanged`` when it carries our origin label
-  and ``conflict`` when it does not (someone else's object: left alone).
+  and ``conflict`` when it does not (someone else's object: left alone); one
+  still being deleted (an earlier copy held by a finalizer) is waited for, up
+  to a minute, and then replaced.
 - ``DeleteRemote``: the Job copy, then the Workload copy; ``not-found`` when
   none was there.
 - ``SetCheckState``: the manager Workload's entry of the check in
@@ -84,6 +86,8 @@ BACKGROUND = "Background"
 MAX_CONFLICTS = 10
 RETRY_S = 0.5
 MAX_RETRY_S = 5.0
+# How long a create waits for an earlier copy of the same name to finish its deletion.
+TERMINATING_WAIT_S = 60.0
 
 
 def now_ms() -> int:
@@ -92,6 +96,10 @@ def now_ms() -> int:
 
 class WorkerAway(Exception):
     """The worker has no connection now; its lane tries again later."""
+
+
+class StillTerminating(Exception):
+    """A copy of the same name is being deleted in the worker; its lane tries again later."""
 
 
 @dataclass(slots=True)
@@ -277,9 +285,14 @@ class MultiKueueExecutor:
 
     async def _apply_until_answered(self, decision: MultiKueueDecision) -> tuple[str, str]:
         pause = self.retry_s
+        waited = 0.0
         while True:
             try:
                 return await self.apply(decision)
+            except StillTerminating as exc:
+                if waited >= TERMINATING_WAIT_S:
+                    return CONFLICT_OUTCOME, f"{exc} still being deleted after {TERMINATING_WAIT_S:g}s"
+                waited += pause
             except WorkerAway:
                 if not self.known(decision.cluster):
                     return (
@@ -355,6 +368,12 @@ class MultiKueueExecutor:
                 if status_of(exc) != CONFLICT:
                     raise
                 there = await self._on_worker(decision.cluster, worker.get(resource, namespace, name))
+                meta_there = there.get("metadata")
+                if isinstance(meta_there, dict) and meta_there.get("deletionTimestamp"):
+                    # An earlier copy whose deletion is not finished (a finalizer): not this copy.
+                    raise StillTerminating(
+                        f"{kind} {namespace}/{name} in cluster {decision.cluster}"
+                    ) from None
                 if _labels(there).get(ORIGIN_LABEL) != _labels(obj).get(ORIGIN_LABEL):
                     return CONFLICT_OUTCOME, (
                         f"{kind} {namespace}/{name} exists in cluster {decision.cluster} without our "

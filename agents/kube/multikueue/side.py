@@ -8,9 +8,11 @@ appended to ``kueue.multikueue`` for the executor. Outcomes are appended to
 ``kueue.multikueue.applied``. It costs nothing on a cluster without
 MultiKueue objects: no link and no lane is started before the log has one.
 
-At a start the executor is given every decision without an outcome, and the
-links the connection states the log last recorded, so that an unchanged
-state is not written again.
+At a start (after the pipeline has rebuilt itself, so that the origin is
+the configured one) the links are made for the MultiKueueClusters the log
+holds (the watcher resumes without listing them again) and given the
+connection states the log last recorded, so that an unchanged state is not
+written again; the executor is given every decision without an outcome.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable, Sequence
 from kueuestream.admission.multikueue.names import WORKER_CLUSTER_PREFIX
 from kueuestream.agents.kube.cluster_side import decode_watch
 from kueuestream.agents.kube.multikueue.executor import MultiKueueExecutor
-from kueuestream.agents.kube.multikueue.links import WorkerLinks, connections_in
+from kueuestream.agents.kube.multikueue.links import MULTIKUEUE_CLUSTER, WorkerLinks, connections_in
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.kube.watch_ledger import WatchLedger
 from kueuestream.agents.kube.watcher import WatchSink
@@ -56,7 +58,10 @@ class MultiKueueSide:
         self.links = WorkerLinks(
             manager, sink, self._ledger, namespace=namespace, probe_s=probe_s, retry_s=retry_s
         )
-        self.executor = MultiKueueExecutor(manager, self.links.client, self.links.knows, self._outcome)
+        self.executor = MultiKueueExecutor(manager, self.links.client, self._knows, self._outcome)
+        # Until the manager's watch has listed its MultiKueueClusters, a worker without a link
+        # may only not have been seen yet: its decisions wait.
+        self.synced: Callable[[], bool] = lambda: True
         self.cursor = 0
         self._outcomes: list[MultiKueueApplied] = []
         self._keys: dict[int, bytes] = {}
@@ -68,8 +73,15 @@ class MultiKueueSide:
 
     def start(self, watch: Sequence[bytes]) -> int:
         """Take in the log; the decisions still to apply, now queued."""
-        workers = [e for raw in watch if (e := decode_watch(raw)) is not None and not is_manager_event(e)]
+        events = [e for raw in watch if (e := decode_watch(raw)) is not None]
+        workers = [e for e in events if not is_manager_event(e)]
         self.links.known = connections_in(workers)
+        # The watcher resumes without listing again: the links start from the log's clusters.
+        clusters: dict[str, WatchEvent] = {}
+        for event in events:
+            if event.kind == MULTIKUEUE_CLUSTER and is_manager_event(event):
+                clusters[event.name] = event
+        self.observe([e for _, e in sorted(clusters.items()) if e.object is not None])
         for event in workers:
             ledger = self._ledgers.get(event.cluster)
             if ledger is None:
@@ -102,6 +114,9 @@ class MultiKueueSide:
             except DecodeError:
                 continue
             self.executor.submit(offset, decision)
+
+    def _knows(self, worker: str) -> bool:
+        return self.links.knows(worker) or not self.synced()
 
     def _outcome(self, record: MultiKueueApplied) -> None:
         self._outcomes.append(record)
