@@ -132,6 +132,7 @@ class EmbeddedCluster:
                 self,
                 namespace=multikueue_namespace,
                 origin=lambda: self.pipeline.multikueue.dispatcher.fed.settings.origin,
+                cached=lambda kind, ns, name: self.side.cache.get((kind, ns, name)),
             )
         )
         self._outcomes: list[AppliedRecord] = []

@@ -1,8 +1,11 @@
 """The MultiKueue executor: each decision of ``kueue.multikueue`` carried out, its outcome recorded.
 
-The dispatcher decides; this writes. Decisions are applied in log order per
-target: one lane for the manager's API server and one per worker, so a worker
-that does not answer holds up only its own writes. Each decision gets one
+The dispatcher decides; this writes. Decisions about one object are applied
+one at a time in log order (a lane per object: the copies of one Workload in
+one worker, one manager Workload's status, one manager Job, one
+MultiKueueCluster, one AdmissionCheck); lanes run side by side, at most
+``concurrency`` calls at a time per API server, so a worker that does not
+answer holds up only the writes to it. Each decision gets one
 :class:`~kueuestream.streams.schemas.MultiKueueApplied` record (``decision`` =
 its offset in ``kueue.multikueue``), handed to ``on_outcome``; at a start,
 every decision without one is applied again (:meth:`MultiKueueExecutor.restore`),
@@ -28,7 +31,7 @@ Status writes carry the resourceVersion they were computed from and are
 computed again after a 409 Conflict. A write the target already reflects is
 ``unchanged``; a manager object that is gone is ``not-found``. While a worker
 has no connection (its link is reconnecting, or its API server does not
-answer) its lane waits and tries again: a copy whose creation was decided is
+answer) its lanes wait and try again: a copy whose creation was decided is
 created when the worker is back, and a deletion decided meanwhile follows it
 in the same lane. A decision for a worker the manager has no link to at all
 (its MultiKueueCluster is gone) is ``unreachable``; any other refusal is
@@ -41,6 +44,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +84,11 @@ CONFLICT_OUTCOME = "conflict"
 UNREACHABLE = "unreachable"
 FAILED = "failed"
 
-MANAGER_LANE = ""
+MANAGER = ""  # the target of the manager's own writes
+DEFAULT_CONCURRENCY = 16
+Lane = tuple[str, str, str, str]  # target cluster, what, namespace, name
+# Decisions that write the same manager Workload share its lane.
+WORKLOAD_STATUS = (MultiKueueAction.SET_CHECK_STATE, MultiKueueAction.SET_NOMINATED, MultiKueueAction.FINISH)
 # A Job's pods go with it (the API's default for batch/v1 Jobs is to orphan them).
 BACKGROUND = "Background"
 MAX_CONFLICTS = 10
@@ -183,8 +191,19 @@ def _same_condition(current: list[Manifest], cond: Manifest) -> bool:
     )
 
 
+def lane_of(decision: MultiKueueDecision) -> Lane:
+    """The lane of a decision: its target cluster and the object it writes."""
+    action = decision.action
+    if action in (MultiKueueAction.CREATE_REMOTE, MultiKueueAction.DELETE_REMOTE):
+        return (decision.cluster, "copies", decision.namespace, decision.name)
+    what = "Workload" if action in WORKLOAD_STATUS else str(action)
+    return (MANAGER, what, decision.namespace, decision.name)
+
+
 Workers = Callable[[str], KubeObjects | None]
 Known = Callable[[str], bool]
+# The manager's latest version of an object (kind, namespace, name) as its watch brought it, if known.
+Cached = Callable[[str, str, str], Manifest | None]
 
 
 class MultiKueueExecutor:
@@ -203,6 +222,8 @@ class MultiKueueExecutor:
         *,
         clock: Callable[[], int] = now_ms,
         retry_s: float = RETRY_S,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        cached: Cached | None = None,
     ) -> None:
         self.manager = manager
         self.workers = workers
@@ -212,8 +233,11 @@ class MultiKueueExecutor:
         self.retry_s = retry_s
         self.counters = ExecutorCounters()
         self.done: set[int] = set()
-        self._lanes: dict[str, asyncio.Queue[tuple[int, MultiKueueDecision]]] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.concurrency = concurrency
+        self.cached = cached
+        self._lanes: dict[Lane, deque[tuple[int, MultiKueueDecision]]] = {}
+        self._tasks: dict[Lane, asyncio.Task[None]] = {}
+        self._gates: dict[str, asyncio.Semaphore] = {}
         self._pending = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -240,12 +264,11 @@ class MultiKueueExecutor:
         """Queue one decision (its offset in ``kueue.multikueue``) unless it has an outcome already."""
         if offset in self.done:
             return
-        remote = decision.action in (MultiKueueAction.CREATE_REMOTE, MultiKueueAction.DELETE_REMOTE)
-        lane = decision.cluster if remote else MANAGER_LANE
+        lane = lane_of(decision)
         queue = self._lanes.get(lane)
         if queue is None:
-            queue = self._lanes[lane] = asyncio.Queue()
-        queue.put_nowait((offset, decision))
+            queue = self._lanes[lane] = deque()
+        queue.append((offset, decision))
         self._pending += 1
         self._idle.clear()
         if lane not in self._tasks:
@@ -267,11 +290,17 @@ class MultiKueueExecutor:
 
     # --- lanes ---------------------------------------------------------------------
 
-    async def _run_lane(self, lane: str, queue: asyncio.Queue[tuple[int, MultiKueueDecision]]) -> None:
-        while True:
-            offset, decision = await queue.get()
-            outcome, message = await self._apply_until_answered(decision)
-            self._record(offset, outcome, message)
+    async def _run_lane(self, lane: Lane, queue: deque[tuple[int, MultiKueueDecision]]) -> None:
+        try:
+            while queue:
+                offset, decision = queue[0]
+                outcome, message = await self._apply_until_answered(lane[0], decision)
+                queue.popleft()
+                self._record(offset, outcome, message)
+        finally:
+            if not queue:
+                self._lanes.pop(lane, None)
+            self._tasks.pop(lane, None)
 
     def _record(self, offset: int, outcome: str, message: str) -> None:
         self.done.add(offset)
@@ -283,12 +312,16 @@ class MultiKueueExecutor:
         if self._pending == 0:
             self._idle.set()
 
-    async def _apply_until_answered(self, decision: MultiKueueDecision) -> tuple[str, str]:
+    async def _apply_until_answered(self, target: str, decision: MultiKueueDecision) -> tuple[str, str]:
+        gate = self._gates.get(target)
+        if gate is None:
+            gate = self._gates[target] = asyncio.Semaphore(self.concurrency)
         pause = self.retry_s
         waited = 0.0
         while True:
             try:
-                return await self.apply(decision)
+                async with gate:
+                    return await self.apply(decision)
             except StillTerminating as exc:
                 if waited >= TERMINATING_WAIT_S:
                     return CONFLICT_OUTCOME, f"{exc} still being deleted after {TERMINATING_WAIT_S:g}s"
@@ -417,14 +450,21 @@ class MultiKueueExecutor:
         name: str,
         compute: Callable[[Manifest], Manifest | None],
     ) -> tuple[str, str]:
-        """Read the object, compute its status patch (None: already so), write it with its version."""
-        for _ in range(MAX_CONFLICTS):
-            try:
-                live = await self.manager.get(resource, namespace, name)
-            except Exception as exc:
-                if status_of(exc) == NOT_FOUND:
-                    return NOT_FOUND_OUTCOME, f"{resource.kind} {namespace}/{name} not found"
-                raise
+        """Read the object, compute its status patch (None: already so), write it with its version.
+
+        The first try starts from the version the manager's watch brought, when
+        there is one; a conflict (or a patch that would change nothing) reads it.
+        """
+        known = self.cached(resource.kind, namespace, name) if self.cached is not None else None
+        for attempt in range(MAX_CONFLICTS):
+            live: Manifest | None = known if attempt == 0 else None
+            if live is None or compute(live) is None:
+                try:
+                    live = await self.manager.get(resource, namespace, name)
+                except Exception as exc:
+                    if status_of(exc) == NOT_FOUND:
+                        return NOT_FOUND_OUTCOME, f"{resource.kind} {namespace}/{name} not found"
+                    raise
             status = compute(live)
             if status is None:
                 return UNCHANGED, ""

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from kueuestream.admission.multikueue.names import WORKER_CLUSTER_PREFIX
 from kueuestream.agents.kube.cluster_side import decode_watch
-from kueuestream.agents.kube.multikueue.executor import MultiKueueExecutor
+from kueuestream.agents.kube.multikueue.executor import Cached, MultiKueueExecutor
 from kueuestream.agents.kube.multikueue.links import MULTIKUEUE_CLUSTER, WorkerLinks, connections_in
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.kube.watch_ledger import WatchLedger
@@ -47,6 +47,7 @@ class MultiKueueSide:
         manager: KubeObjects,
         sink: WatchSink,
         *,
+        cached: Cached | None = None,
         namespace: str,
         origin: Callable[[], str],
         probe_s: float = 1.0,
@@ -58,7 +59,9 @@ class MultiKueueSide:
         self.links = WorkerLinks(
             manager, sink, self._ledger, namespace=namespace, probe_s=probe_s, retry_s=retry_s
         )
-        self.executor = MultiKueueExecutor(manager, self.links.client, self._knows, self._outcome)
+        self.executor = MultiKueueExecutor(
+            manager, self.links.client, self._knows, self._outcome, cached=cached
+        )
         # Until the manager's watch has listed its MultiKueueClusters, a worker without a link
         # may only not have been seen yet: its decisions wait.
         self.synced: Callable[[], bool] = lambda: True
