@@ -3,18 +3,24 @@
 It hands every watch event (the manager's and the workers') to the pure
 dispatcher (:mod:`kueuestream.admission.multikueue.dispatcher`) and turns its
 decisions into :class:`~kueuestream.streams.schemas.MultiKueueDecision`
-records. Control events of the watch log (batch markers, clock ticks, progress
-notes) only let time pass. A malformed watch event is skipped here: ingest
+records. Control events of the watch log only let time pass (clock ticks,
+progress notes) or open and close a batch (a listing). A malformed watch event is skipped here: ingest
 records the error.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 
 from kueuestream.admission.multikueue.decisions import Decision, Observation
 from kueuestream.admission.multikueue.dispatcher import Dispatcher
-from kueuestream.agents.log_entries import SHARD_HANDOVER, WATCH_BATCH, WATCH_PROGRESS
+from kueuestream.agents.log_entries import (
+    BATCH_BEGIN,
+    BATCH_END,
+    SHARD_HANDOVER,
+    WATCH_BATCH,
+    WATCH_PROGRESS,
+)
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import MultiKueueDecision, WatchEvent, WatchEventType
 from kueuestream.streams.topics import multikueue_key
@@ -28,7 +34,8 @@ def decision_key(decision: MultiKueueDecision) -> bytes:
 
 
 def to_record(decision: Decision) -> MultiKueueDecision:
-    return MultiKueueDecision(**asdict(decision))
+    # Field by field, not dataclasses.asdict: that would deep-copy the objects of every copy.
+    return MultiKueueDecision(**{f.name: getattr(decision, f.name) for f in fields(decision)})
 
 
 class MultiKueueHandler:
@@ -42,7 +49,9 @@ class MultiKueueHandler:
                 event = codec.decode(raw, WatchEvent)
             except codec.DecodeError:
                 return []
-        if event.kind in _CONTROL_KINDS:
+        if event.kind == WATCH_BATCH and event.name in (BATCH_BEGIN, BATCH_END):
+            made = self.dispatcher.batch_edge(event.name == BATCH_BEGIN, event.timestamp, offset)
+        elif event.kind in _CONTROL_KINDS:
             made = self.dispatcher.tick(event.timestamp, offset)
         else:
             observation = Observation(

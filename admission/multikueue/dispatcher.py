@@ -57,6 +57,9 @@ class Copy:
 @dataclass(slots=True)
 class RemoteWorkload:
     manifest: Mapping[str, Any]
+    conditions: dict[str, o.Condition] = field(default_factory=dict)
+    # Its deletion is decided: it no longer counts, whatever a copy made since is called.
+    doomed: bool = False
     # Per condition type, the watch offset at which it was first seen True: ties go to the earliest.
     true_since_offset: dict[str, int] = field(default_factory=dict)
 
@@ -104,6 +107,8 @@ class Dispatcher:
         self._orphans: set[tuple[str, Key]] = set()
         self.cluster_status_sent: dict[str, tuple[bool, str, str]] = {}
         self.check_active_sent: dict[str, tuple[bool, str, str]] = {}
+        self._in_batch = False
+        self._conditions_dirty = False
         self._out: list[Decision] = []
         self._cause = 0
 
@@ -118,8 +123,24 @@ class Dispatcher:
         return min(times) if times else None
 
     def tick(self, time_ms: int, offset: int) -> list[Decision]:
-        """Time passes (a clock tick or a batch marker in the watch log)."""
+        """Time passes (a clock tick or a progress note in the watch log)."""
         self._begin(time_ms, offset)
+        for key in sorted(self._timers()):
+            self._reconcile(key)
+        return self._end()
+
+    def batch_edge(self, begin: bool, time_ms: int, offset: int) -> list[Decision]:
+        """A batch of the watch log (a listing) begins or ends.
+
+        Within a batch the Active conditions wait for its end, so that a listing's
+        order (an AdmissionCheck before its MultiKueueConfig) shows no passing state.
+        A begin inside a batch means its end was lost: the batch closes there.
+        """
+        self._begin(time_ms, offset)
+        if self._in_batch and self._conditions_dirty:
+            self._active_conditions()
+        self._in_batch = begin
+        self._conditions_dirty = False
         for key in sorted(self._timers()):
             self._reconcile(key)
         return self._end()
@@ -209,7 +230,7 @@ class Dispatcher:
             return self._configuration(event)
         if kind in ("AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster"):
             self._federation_object(event)
-            self._active_conditions()
+            self._conditions_changed()
             return self._all_groups()
         return set()
 
@@ -266,7 +287,7 @@ class Dispatcher:
                 if copy is not None and not copy.created:
                     self._drop_copy(worker, key)
         self._cluster_status(worker)
-        self._active_conditions()
+        self._conditions_changed()
         return self._all_groups() if flipped else set()
 
     def _cluster_status(self, cluster: str) -> None:
@@ -284,6 +305,12 @@ class Dispatcher:
             reason=cond.reason,
             message=cond.message,
         )
+
+    def _conditions_changed(self) -> None:
+        if self._in_batch:
+            self._conditions_dirty = True
+        else:
+            self._active_conditions()
 
     def _active_conditions(self) -> None:
         for name in sorted(set(self.fed.checks) | set(self.check_active_sent)):
@@ -311,6 +338,10 @@ class Dispatcher:
             self._orphan_check_all(key)
         manifest = group.manifest
         if manifest is None:
+            # A Workload made again under this name starts afresh (its copies stay counted).
+            self._forget_reservation(key, group)
+            group.reserved = False
+            group.finish_sent = False
             return {key}
         owner = o.controller_owner(manifest)
         job = owner.name if owner is not None and owner.is_job else ""
@@ -325,16 +356,21 @@ class Dispatcher:
         if reserved and not group.reserved:
             group.generation += 1
         if not reserved:
-            # An eviction clears the cluster and the nomination (upstream's evict.go).
-            group.check_sent = ""
-            group.cluster_name = ""
-            group.round_start = None
-            self.deadlines.pop(key, None)
+            self._forget_reservation(key, group)
         group.reserved = reserved
         check = self._mk_check(manifest)
         if check is not None and group.check_sent and o.check_states(manifest).get(check) == group.check_sent:
             group.check_sent = ""  # the Workload shows what was set
         return {key}
+
+    def _forget_reservation(self, key: Key, group: Group) -> None:
+        """What held for the Workload's last reservation; an eviction clears the cluster and the
+        nomination as upstream's evict.go does (the nomination through a decision, at reconcile)."""
+        group.check_sent = ""
+        group.cluster_name = ""
+        group.round_start = None
+        group.job_status_sent = None
+        self.deadlines.pop(key, None)
 
     def _manager_job(self, key: Key, event: Observation) -> set[Key]:
         if event.deleted or event.object is None:
@@ -361,14 +397,20 @@ class Dispatcher:
         if event.kind == "Workload":
             held = self.remote_workloads.setdefault(worker, {})
             if event.deleted or not ours or event.object is None:
-                held.pop(key, None)
-                if event.deleted:
-                    # Gone from the worker: a deletion is done; a copy someone else deleted is made again.
+                gone = held.pop(key, None)
+                copy = self._copy(worker, key)
+                replaced = gone is not None and gone.doomed and copy is not None and copy.created
+                if event.deleted and not replaced:
+                    # Gone from the worker: a deletion is done; a copy someone else deleted is made
+                    # again. A doomed copy gone while a new one is on its way leaves the new one be.
                     self._drop_copy(worker, key)
                 return {key}
-            remote = held.get(key) or RemoteWorkload(event.object)
+            remote = held.get(key)
+            uid = o.metadata(event.object).get("uid")
+            if remote is None or (uid and uid != o.metadata(remote.manifest).get("uid")):
+                remote = RemoteWorkload(event.object)  # a new object under that name
             remote.manifest = event.object
-            conds = o.conditions(event.object)
+            remote.conditions = conds = o.conditions(event.object)
             for kind in ("Admitted", "QuotaReserved", "Evicted", "Finished"):
                 if o.is_true(conds, kind):
                     remote.true_since_offset.setdefault(kind, self._cause)
@@ -461,6 +503,9 @@ class Dispatcher:
         if job_name:
             targets.append(o.ref("Job", key[0], job_name))
         targets.append(o.ref("Workload", key[0], key[1]))
+        remote = self.remote_workloads.get(worker, {}).get(key)
+        if remote is not None:
+            remote.doomed = True
         self._set_copy(worker, key, Copy(created=False, generation=copy.generation if copy else 0))
         self._orphan_check(worker, key)
         self._emit(
@@ -480,6 +525,7 @@ class Dispatcher:
             remote = self.remote_workloads.get(worker, {}).get(key)
             if (
                 remote is not None
+                and not remote.doomed
                 and copy is not None
                 and copy.created
                 and copy.generation == group.generation
@@ -493,7 +539,7 @@ class Dispatcher:
         best: tuple[int, int, str] | None = None
         found: tuple[str, o.Condition] | None = None
         for worker, remote in remotes.items():
-            cond = o.conditions(remote.manifest).get(kind)
+            cond = remote.conditions.get(kind)
             if cond is None or cond.status != "True":
                 continue
             rank = (cond.since_ms, remote.true_since_offset.get(kind, self._cause), worker)
@@ -509,8 +555,8 @@ class Dispatcher:
         if remote_job is None:
             return
         remote_status = dict(o.status(remote_job[1]))
-        if remote_status == group.job_status_sent:
-            return
+        if remote_status == group.job_status_sent or (not remote_status and group.job_status_sent is None):
+            return  # nothing new, or nothing yet
         group.job_status_sent = remote_status
         self._emit(
             MultiKueueAction.SYNC_JOB_STATUS,
@@ -614,7 +660,7 @@ class Dispatcher:
         # 6. The copy that won, if any.
         admitted = self._best_match(remotes, "Admitted")
         if group.cluster_name and group.cluster_name in remotes:
-            held = o.conditions(remotes[group.cluster_name].manifest).get("Admitted")
+            held = remotes[group.cluster_name].conditions.get("Admitted")
             if held is not None and held.status == "True":
                 admitted = (group.cluster_name, held)
         if admitted is None and state == READY:

@@ -329,3 +329,80 @@ def test_settings_come_from_the_configmap_carrying_the_configuration() -> None:
     assert [d.message for d in world.of(A.SET_CHECK_STATE) if d.state == "Retry"] == [
         'Admitting remote lost, Previously: "Ready"'
     ]
+
+
+def test_a_copy_of_an_earlier_reservation_never_wins() -> None:
+    """A copy made for a reservation the Workload has since lost, admitted on its worker while that
+    worker was away, is deleted when the worker is back and a fresh copy is made there: the check
+    never becomes Ready on the old copy's word."""
+    world = World().setup()
+    key = world.submit("job1")
+    world.reserve(key)
+    world.connect("w1", connected=False)
+    world.release(key)  # the manager's Kueue evicts it: its copies go (w1's when it is back)
+    world.reserve(key)
+    assert world.holding(key) == ["w1", "w2"]  # w1's is the old one
+    stale = world.workers["w1"].workloads[key]
+    stale["status"] = {"conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted"}]}
+    world.connect("w1")
+    assert world.check_state(key) == "Pending"
+    fresh = world.workers["w1"].workloads[key]
+    assert fresh["metadata"]["uid"] != stale["metadata"]["uid"] and "status" not in fresh
+    world.admit("w1", key)
+    assert world.check_message(key) == 'The workload was admitted on "w1"'
+    assert world.holding(key) == ["w1"]
+
+
+def test_a_copy_whose_deletion_is_decided_never_wins_while_the_deletion_waits() -> None:
+    """Between deciding to delete an old copy (and to make a new one) and the worker showing it, the
+    old copy, admitted there, must not count: the check stays Pending until the new copy is admitted."""
+    world = World().setup()
+    key = world.submit("job1")
+    world.reserve(key)
+    world.connect("w1", connected=False)
+    world.release(key)
+    world.reserve(key)
+    stale = world.workers["w1"].workloads[key]
+    stale["status"] = {"conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted"}]}
+    world.paused.add("w1")  # its writes wait; its watch lists the old copy, admitted
+    world.connect("w1")
+    world.reserve(key)  # any change of the manager's Workload makes the dispatcher look again
+    assert world.check_state(key) == "Pending"
+    world.resume("w1")
+    assert world.check_state(key) == "Pending"
+    world.admit("w1", key)
+    assert world.check_message(key) == 'The workload was admitted on "w1"'
+
+
+def test_a_copy_the_dispatcher_did_not_make_is_deleted() -> None:
+    """A copy with our origin that no decision made (left by an earlier manager with the same origin),
+    here on a worker outside the MultiKueueConfig, is deleted while the Workload waits for a worker."""
+    world = World().setup()
+    source = {"kubeConfig": {"location": "w3-kubeconfig"}}
+    world.manager_event("MultiKueueCluster", "", "w3", {"spec": {"clusterSource": source}})
+    world.connect("w3")
+    key = world.submit("job1")
+    world.reserve(key)
+    world.plant("w3", key)
+    assert world.holding(key) == ["w1", "w2"]
+    assert [(d.cluster, d.name) for d in world.of(A.DELETE_REMOTE)] == [("w3", "job1")]
+
+
+def test_the_job_status_of_the_next_worker_is_mirrored_after_a_move() -> None:
+    """SyncJob after a re-dispatch: the new worker's Job status is mirrored even when it reads the same
+    as what the lost worker's last said."""
+    world = World(configuration={"multiKueue": {"workerLostTimeout": "1m"}}).setup()
+    key = world.submit("job1")
+    world.reserve(key)
+    world.admit("w1", key)
+    world.remote_job_status("w1", key, {"active": 1})
+    world.connect("w1", connected=False)
+    world.advance(MINUTE)
+    world.jobs[key]["status"] = {}  # the manager's job integration resets it on the eviction
+    world.reserve(key)
+    world.admit("w2", key)
+    world.remote_job_status("w2", key, {"active": 1})
+    assert [(d.cluster, d.object) for d in world.of(A.SYNC_JOB_STATUS)] == [
+        ("w1", {"active": 1}),
+        ("w2", {"active": 1}),
+    ]

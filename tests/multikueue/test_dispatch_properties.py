@@ -58,7 +58,7 @@ def _check(world: World) -> None:
     for key, wl in world.workloads.items():
         reserving = world.reserving(key)
         assert len(reserving) <= 1, f"{key}: copies reserve quota in {reserving}"
-        if world.check_state(key) == "Ready":
+        if world.check_state(key) == "Ready" and not is_true(wl, "Finished"):
             cluster = wl["status"].get("clusterName")
             worker = world.workers[cluster]
             assert not worker.connected or cluster in reserving, f"{key}: Ready on {cluster} without its copy"

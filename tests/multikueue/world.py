@@ -68,9 +68,14 @@ class World:
     decisions: list[MultiKueueDecision] = field(default_factory=list)
     cluster_status: dict[str, tuple[bool | None, str, str]] = field(default_factory=dict)
     check_active: dict[str, tuple[bool | None, str, str]] = field(default_factory=dict)
-    # Decisions a lost worker could not take, as the executor would report them.
-    unreachable: list[MultiKueueDecision] = field(default_factory=list)
+    # Decisions for a worker while it is away: the executor's lane applies them when it is back.
+    waiting: list[MultiKueueDecision] = field(default_factory=list)
     _queue: deque[WatchEvent] = field(default_factory=deque)
+    _uids: int = 0
+    # Workers whose executor lane is held up (its writes wait) while their watch goes on.
+    paused: set[str] = field(default_factory=set)
+    # What each worker's watch last said about each of its objects, as a relisting watcher knows it.
+    _watched: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = field(default_factory=dict)
 
     # --- set-up -----------------------------------------------------------------------
 
@@ -178,6 +183,16 @@ class World:
         checks: list[dict[str, Any]] = self.workloads[key]["status"]["admissionChecks"]
         return next(c for c in checks if c["name"] == CHECK)
 
+    def release(self, key: Key) -> None:
+        """The manager's Kueue evicts the Workload (say, preempted) and releases its quota."""
+        wl = self.workloads[key]
+        held = ("QuotaReserved", "Admitted")
+        wl["status"]["conditions"] = [c for c in wl["status"].get("conditions", []) if c["type"] not in held]
+        set_condition(wl, condition("Evicted", "True", "Preempted", self.now))
+        for check in wl["status"]["admissionChecks"]:
+            check["state"] = "Pending"
+        self._manager_object(wl)
+
     def check_state(self, key: Key) -> str:
         return str(self._check(key)["state"])
 
@@ -198,6 +213,12 @@ class World:
         if name not in self.workers:
             self.workers[name] = Worker()
         self.workers[name].connected = connected
+        if connected and name not in self.paused:
+            # The executor's lane for the worker goes on with what waited, before the watch lists.
+            waited = [d for d in self.waiting if d.cluster == name]
+            self.waiting = [d for d in self.waiting if d.cluster != name]
+            for decision in waited:
+                self._carry_out(decision, listed=False)
         self.send(
             WatchEvent(
                 cluster=names.worker_cluster(name),
@@ -210,9 +231,14 @@ class World:
             )
         )
         if connected:
-            # A watch that starts again lists what the worker holds.
+            # A watch that starts again lists what the worker holds, and what vanished as deleted.
             worker = self.workers[name]
-            for obj in [*worker.workloads.values(), *worker.jobs.values()]:
+            held = [*worker.workloads.values(), *worker.jobs.values()]
+            now_there = {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in held}
+            for ident, last in sorted(self._watched.get(name, {}).items()):
+                if ident not in now_there:
+                    self._worker_object(name, last, deleted=True)
+            for obj in held:
                 self._worker_object(name, obj)
 
     def admit(self, worker: str, key: Key) -> None:
@@ -281,6 +307,11 @@ class World:
         if not self.workers[worker].connected:
             return  # nobody watches a lost worker
         meta = obj["metadata"]
+        ident = (obj["kind"], meta.get("namespace", ""), meta["name"])
+        if deleted:
+            self._watched.get(worker, {}).pop(ident, None)
+        else:
+            self._watched.setdefault(worker, {})[ident] = copy.deepcopy(obj)
         self.send(
             WatchEvent(
                 cluster=names.worker_cluster(worker),
@@ -307,13 +338,25 @@ class World:
                 self._carry_out(decision)
             self._queue.popleft()
 
-    def _carry_out(self, d: MultiKueueDecision) -> None:
+    def _must_wait(self, worker: str) -> bool:
+        away = not self.workers[worker].connected or worker in self.paused
+        return away or any(w.cluster == worker for w in self.waiting)
+
+    def resume(self, worker: str) -> None:
+        """The worker's lane goes on: what waited is carried out, and its watch reports it."""
+        self.paused.discard(worker)
+        waited = [d for d in self.waiting if d.cluster == worker]
+        self.waiting = [d for d in self.waiting if d.cluster != worker]
+        for decision in waited:
+            self._carry_out(decision)
+
+    def _carry_out(self, d: MultiKueueDecision, listed: bool = True) -> None:
         key = (d.namespace, d.name)
         action = d.action
         if action is MultiKueueAction.CREATE_REMOTE:
             worker = self.workers[d.cluster]
-            if not worker.connected:
-                self.unreachable.append(d)
+            if self._must_wait(d.cluster):
+                self.waiting.append(d)
                 return
             for obj in d.objects:
                 meta = obj["metadata"]
@@ -321,16 +364,19 @@ class World:
                 obj_key = (meta["namespace"], meta["name"])
                 if obj_key not in held:
                     held[obj_key] = copy.deepcopy(obj)
-                    self._worker_object(d.cluster, held[obj_key])
+                    self._uids += 1
+                    held[obj_key]["metadata"]["uid"] = f"uid-{self._uids}"
+                    if listed:
+                        self._worker_object(d.cluster, held[obj_key])
         elif action is MultiKueueAction.DELETE_REMOTE:
             worker = self.workers[d.cluster]
-            if not worker.connected:
-                self.unreachable.append(d)
+            if self._must_wait(d.cluster):
+                self.waiting.append(d)
                 return
             for ref in d.objects:
                 held = worker.workloads if ref["kind"] == "Workload" else worker.jobs
                 gone = held.pop((ref["namespace"], ref["name"]), None)
-                if gone is not None:
+                if gone is not None and listed:
                     self._worker_object(d.cluster, gone, deleted=True)
         elif action is MultiKueueAction.SET_CHECK_STATE:
             wl = self.workloads.get(key)
