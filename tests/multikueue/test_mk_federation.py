@@ -43,7 +43,8 @@ async def test_dispatch_first_admit_wins_and_completion_flows_back(
 ) -> None:
     """wlReconciler.reconcileGroup (nominateAndSynchronizeWorkers, syncToSingleCluster): copies in
     both workers; w2 has room and reserves first, so the copy in w1 is deleted and the check is
-    Ready naming w2; the manager's Job stays suspended; the worker Job's status is mirrored
+    Ready naming w2; the manager's Job stays suspended, though its Workload is Admitted (the job
+    integration's MultiKueue rule); the worker Job's status is mirrored
     (job adapter SyncJob) and its completion finishes the manager's Workload (workload/finish),
     freeing the manager's quota for the next Job. replay reproduces every dispatch decision."""
     async with fleet(multikueue_servers, tmp_path, worker_cpu={"w1": "0", "w2": "4"}) as fl:
@@ -297,3 +298,62 @@ async def test_incremental_dispatcher_nominates_in_order(
         await eventually(in_w1, "the copy in w1")
         await asyncio.sleep(2)
         assert await fl.copies("w2") == ([], [])
+
+
+async def test_deleting_the_manager_job_removes_every_copy(
+    multikueue_servers: MultiKueueServers, tmp_path: Path
+) -> None:
+    """wlReconciler.Reconcile for a Workload whose Job is gone: every remote copy is deleted."""
+    async with fleet(multikueue_servers, tmp_path, worker_cpu={"w1": "0", "w2": "0"}) as fl:
+        await fl.start_worker("w1")
+        await fl.start_worker("w2")
+        await fl.start_manager()
+        job = await fl.job("train")
+        wl_name = job_workload_name(job)
+
+        async def both_copies() -> bool:
+            found = [await fl.copies(w) for w in ("w1", "w2")]
+            return found == [([wl_name], ["train"])] * 2
+
+        await eventually(both_copies, "a copy in each worker", 90)
+        await fl.api("manager").delete(JOBS, fl.ns, "train", "Background")
+
+        async def none_left() -> bool:
+            found = [await fl.copies(w) for w in ("w1", "w2")]
+            return found == [([], [])] * 2
+
+        await eventually(none_left, "every copy deleted", 60)
+
+
+async def test_garbage_collector_removes_orphaned_copies(
+    multikueue_servers: MultiKueueServers, tmp_path: Path
+) -> None:
+    """MultiKueueGC (runGC): objects with our origin label whose manager Workload is gone are
+    deleted every gcInterval (2s here); objects of another origin are left alone."""
+    async with fleet(multikueue_servers, tmp_path, worker_cpu={"w1": "0", "w2": "0"}) as fl:
+        await fl.start_manager()
+        pod = {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}
+
+        def orphan(name: str, origin: str) -> dict[str, Any]:
+            return {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {
+                    "name": name,
+                    "namespace": fl.ns,
+                    "labels": {"kueue.x-k8s.io/multikueue-origin": origin},
+                },
+                "spec": {
+                    "queueName": "lq",
+                    "podSets": [{"name": "main", "count": 1, "template": {"spec": pod}}],
+                },
+            }
+
+        await fl.api("w1").create(WORKLOADS, fl.ns, orphan("ours", fl.origin))
+        await fl.api("w1").create(WORKLOADS, fl.ns, orphan("theirs", "another-manager"))
+
+        async def collected() -> bool:
+            return await fl.get("w1", WORKLOADS, "ours") is None
+
+        await eventually(collected, "the orphaned copy deleted", 60)
+        assert await fl.get("w1", WORKLOADS, "theirs") is not None

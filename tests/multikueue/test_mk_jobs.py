@@ -6,7 +6,9 @@
   created, and the Job starts once the prebuilt Workload is admitted;
 - on a manager, a Job whose Workload carries a MultiKueue admission check
   stays suspended once admitted: a worker runs it (upstream gives the Job
-  ``spec.managedBy: kueue.x-k8s.io/multikueue`` for the same effect).
+  ``spec.managedBy: kueue.x-k8s.io/multikueue`` for the same effect). That
+  needs a federation: ``test_mk_federation.py`` asserts it once the check is
+  Ready and the worker runs the copy.
 """
 
 from __future__ import annotations
@@ -18,17 +20,12 @@ from typing import Any
 import pytest
 
 from kueuestream.admission.job_workload import job_workload_name
-from kueuestream.admission.multikueue.names import CONTROLLER_NAME, ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
+from kueuestream.admission.multikueue.names import ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 from kueuestream.agents.kube.rest import WORKLOADS, Resource
 from tests.cluster.kube_rig import (
-    CLUSTER_QUEUES,
-    FLAVORS,
-    LOCAL_QUEUES,
     V,
     cluster,
-    cluster_queue,
     eventually,
-    flavor,
     is_true,
     start_runtime,
 )
@@ -88,75 +85,5 @@ async def test_worker_job_uses_its_prebuilt_workload(
             )
             assert await rig.get(WORKLOADS, q.namespace, job_workload_name(job)) is None
             assert running.runtime.side.jobs.counters.workloads_created == 0
-        finally:
-            await running.stop()
-
-
-async def test_manager_job_with_a_multikueue_check_stays_suspended(
-    multikueue_servers: MultiKueueServers, tmp_path: Path
-) -> None:
-    async with cluster(str(multikueue_servers.manager.kubeconfig)) as rig:
-        ns = await rig.namespace("mk-manager-job")
-        suffix = ns.rsplit("-", 1)[1]
-        check, flavor_name, cq = f"mk-{suffix}", f"flavor-{suffix}", f"cq-{suffix}"
-        await rig.create(
-            ADMISSION_CHECKS,
-            {
-                "apiVersion": V,
-                "kind": "AdmissionCheck",
-                "metadata": {"name": check},
-                "spec": {
-                    "controllerName": CONTROLLER_NAME,
-                    "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "c"},
-                },
-            },
-        )
-        active = {
-            "type": "Active",
-            "status": "True",
-            "reason": "Active",
-            "message": "",
-            "lastTransitionTime": now(),
-        }
-        await rig.api.patch(
-            ADMISSION_CHECKS, "", check, {"status": {"conditions": [active]}}, subresource="status"
-        )
-        await rig.create(FLAVORS, flavor(flavor_name, {"pool": suffix}))
-        queue = cluster_queue(cq, flavor_name, "1")
-        queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
-        await rig.create(CLUSTER_QUEUES, queue)
-        lq = {"apiVersion": V, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns}}
-        await rig.create(LOCAL_QUEUES, {**lq, "spec": {"clusterQueue": cq}})
-
-        running = await start_runtime(rig.conn, tmp_path)
-        try:
-            job = await rig.job(queued_job(ns, "train", "lq"))
-            workload: dict[str, Any] = {}
-
-            async def reserved() -> bool:
-                nonlocal workload
-                workload = await rig.workload_of(job) or {}
-                return is_true(workload, "QuotaReserved")
-
-            await eventually(reserved, "quota reserved")
-            # What the dispatcher does once a worker reserved: the check becomes Ready.
-            ready = {
-                "name": check,
-                "state": "Ready",
-                "message": 'The workload got reservation on "w1"',
-                "lastTransitionTime": now(),
-            }
-            name = workload["metadata"]["name"]
-            await rig.api.patch(
-                WORKLOADS, ns, name, {"status": {"admissionChecks": [ready]}}, subresource="status"
-            )
-
-            async def admitted() -> bool:
-                return is_true(await rig.workload_of(job), "Admitted")
-
-            await eventually(admitted, "the Workload admitted once its MultiKueue check is Ready")
-            await running.runtime.settle()
-            assert (await rig.read_job(job))["spec"]["suspend"] is True
-            assert running.runtime.side.jobs.counters.jobs_started == 0
         finally:
             await running.stop()
