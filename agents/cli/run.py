@@ -82,6 +82,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not metrics_port_usable(args):
         return 2
+    if args.multikueue_namespace is not None:
+        from kueuestream.admission.names import label_problem
+
+        problem = label_problem(args.multikueue_namespace)
+        if problem is not None:
+            print(f"error: --multikueue-namespace: {problem}", file=sys.stderr)
+            return 2
     from kueuestream.agents.kube.runtime import Operating, run_cluster
 
     options = watch_options(args)
