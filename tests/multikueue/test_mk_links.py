@@ -190,3 +190,35 @@ def workload(name: str, labels: dict[str, str]) -> dict[str, Any]:
             ],
         },
     }
+
+
+async def test_a_new_origin_restarts_the_watches(multikueue_servers: MultiKueueServers) -> None:
+    """The Configuration's multiKueue.origin changed: the links watch the copies of the new origin."""
+    async with (
+        await connect(multikueue_servers.manager.kubeconfig) as manager,
+        await connect(multikueue_servers.worker2.kubeconfig) as worker,
+    ):
+        await install_crds(worker)
+        ns = await namespace(manager, "mk-links")
+        await secret(
+            manager, ns, "worker2", {"kubeconfig": multikueue_servers.worker2.kubeconfig.read_bytes()}
+        )
+        worker_ns = await namespace(worker, "mk-remote")
+        sink = ListSink()
+        links = links_for(manager, sink, ns)
+        try:
+            links.observe([mk_cluster_event("w2", "worker2")])
+            await eventually(lambda: bool(sink.connections("w2")), "connected")
+            links.set_origin("second-origin")
+            name = unique("later")
+            await create(
+                worker,
+                f"{KUEUE}/namespaces/{worker_ns}/workloads",
+                workload(name, {ORIGIN_LABEL: "second-origin"}),
+            )
+            await eventually(
+                lambda: any(e.name == name and e.cluster == "multikueue:w2" for e in sink.events),
+                "the new origin's copy streamed",
+            )
+        finally:
+            await links.close()

@@ -16,8 +16,8 @@ that does not answer or refuses us (``ClientConnectionFailed``). The API
 server is probed every ``probe_s`` seconds while the watch runs, so a lost
 worker is seen within that time even when no watch event would tell. A link
 that cannot connect tries again every ``retry_s`` seconds (a Secret created
-later is found then). A changed MultiKueueCluster spec restarts its link; a
-deleted one stops it.
+later is found then). A changed MultiKueueCluster spec restarts its link, a
+changed origin every link; a deleted one stops it.
 """
 
 from __future__ import annotations
@@ -141,6 +141,7 @@ class WorkerLinks:
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.connections: dict[str, KubeConnection] = {}
         self._specs: dict[str, bytes] = {}
+        self._manifests: dict[str, dict[str, Any]] = {}
         self._objects: dict[str, KubeObjects] = {}
         self._ledgers: dict[str, WatchLedger] = {}
         self._report_lock = asyncio.Lock()
@@ -158,11 +159,21 @@ class WorkerLinks:
             spec = _spec_of(event.object)
             if self._specs.get(event.name) == spec and event.name in self.tasks:
                 continue
-            self._stop(event.name)
-            self._specs[event.name] = spec
-            self.tasks[event.name] = asyncio.create_task(
-                self._link(event.name, event.object), name=f"multikueue-link-{event.name}"
-            )
+            self._start(event.name, event.object, spec)
+
+    def set_origin(self, origin: str) -> None:
+        """Watch copies labelled with ``origin`` from now on: every link starts again."""
+        if origin == self.origin:
+            return
+        self.origin = origin
+        for name in sorted(self.tasks):
+            self._start(name, self._manifests[name], self._specs[name])
+
+    def _start(self, name: str, manifest: dict[str, Any], spec: bytes) -> None:
+        self._stop(name)
+        self._specs[name] = spec
+        self._manifests[name] = manifest
+        self.tasks[name] = asyncio.create_task(self._link(name, manifest), name=f"multikueue-link-{name}")
 
     def client(self, name: str) -> KubeObjects | None:
         """A client of worker ``name`` while its link holds a connection."""
@@ -180,6 +191,7 @@ class WorkerLinks:
 
     def _stop(self, name: str) -> None:
         self._specs.pop(name, None)
+        self._manifests.pop(name, None)
         task = self.tasks.pop(name, None)
         if task is not None:
             task.cancel()

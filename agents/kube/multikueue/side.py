@@ -106,7 +106,7 @@ class MultiKueueSide:
 
     def observe(self, events: Sequence[WatchEvent]) -> None:
         """The manager's watch events: links follow its MultiKueueClusters (with the current origin)."""
-        self.links.origin = self.origin()
+        self.links.set_origin(self.origin())
         self.links.observe([e for e in events if is_manager_event(e)])
 
     def hand_on(self) -> None:
