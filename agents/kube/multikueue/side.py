@@ -138,6 +138,7 @@ class MultiKueueSide:
         await self.executor.idle()
 
     async def close(self) -> None:
-        await self.links.close()
+        # The executor first: with the links gone, its waiting decisions would be given up.
         await self.executor.close()
+        await self.links.close()
         self.flush()
