@@ -12,8 +12,11 @@ Per manager Workload it follows upstream's ``wlReconciler.reconcileGroup``
 of ``nominateAndSynchronizeWorkers`` and the incremental dispatcher of
 pkg/controller/workloaddispatcher. Decisions are carried out later by the
 cluster side, so the dispatcher remembers what it decided (the remote copies
-it created or deleted, the check state it set, the clusters it nominated) and
-never decides the same thing twice; the watch events then confirm it.
+it created or deleted, the check state it set, the clusters it nominated, the
+Job status it mirrored) and does not decide it again unless the watch shows it
+undone (a copy deleted by someone else is made again; a worker back from a
+loss has deletions decided again for what it still lists). A Workload without
+admission checks is not kept.
 
 What differs from upstream, on purpose:
 
@@ -24,6 +27,9 @@ What differs from upstream, on purpose:
   lost, from before an eviction) is deleted when seen.
 - Ties between copies admitted in the same second go to the one whose
   admission reached the log first.
+- A manager Workload evicted while its copy runs is not deactivated on the
+  worker (the copies go once its quota is released), and a copy whose spec
+  drifted from the manager's is not updated in place.
 """
 
 from __future__ import annotations
@@ -331,6 +337,9 @@ class Dispatcher:
             )
 
     def _manager_workload(self, key: Key, event: Observation) -> set[Key]:
+        if key not in self.groups and (event.deleted or not o.check_states(event.object)):
+            # No admission check, no dispatch: a pipeline without MultiKueue keeps nothing here.
+            return set()
         group = self.groups.setdefault(key, Group())
         had = group.manifest is not None
         group.manifest = None if event.deleted else event.object

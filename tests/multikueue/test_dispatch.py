@@ -196,6 +196,7 @@ def test_incremental_dispatcher_nominates_in_the_configs_order_round_by_round() 
 
 
 def test_incremental_dispatcher_default_step_is_three() -> None:
+    """workloaddispatcher getNextNominatedWorkers: DefaultStepSize 3 when the config names none."""
     config = {"multiKueue": {"dispatcherName": names.DISPATCHER_INCREMENTAL}}
     world = World(clusters=("a", "b", "c", "d"), configuration=config).setup()
     key = world.submit("job1")
@@ -255,6 +256,8 @@ def test_a_workload_owned_by_an_unsupported_kind_is_rejected() -> None:
 
 
 def test_a_workload_without_an_owner_is_dispatched_alone() -> None:
+    """Kueuestream's own rule: upstream's Reconcile rejects a Workload without an owner (no MultiKueue
+    adapter); here it is dispatched as a Workload copy alone."""
     world = World().setup()
     key = world.submit("plain", job=False)
     world.reserve(key)
@@ -274,6 +277,8 @@ def test_other_admission_checks_must_be_ready_before_nomination() -> None:
 
 
 def test_a_worker_that_connects_later_gets_its_copy() -> None:
+    """nominateAndSynchronizeWorkers (all-at-once): the nomination is the connected workers; one that
+    connects while the Workload waits is nominated and gets its copy."""
     world = World().setup(connect=False)
     world.connect("w1")
     key = world.submit("job1")

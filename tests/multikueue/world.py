@@ -426,11 +426,18 @@ class World:
         return sorted(w for w, worker in self.workers.items() if key in worker.workloads)
 
     def reserving(self, key: Key) -> list[str]:
-        """The connected workers whose copy of the Workload holds quota."""
+        """The connected workers whose copy of the Workload holds quota, once the deletions decided
+        (some maybe waiting in a worker's lane) are done."""
+        doomed = {
+            d.cluster
+            for d in self.waiting
+            if d.action is MultiKueueAction.DELETE_REMOTE and (d.namespace, d.name) == key
+        }
         return sorted(
             w
             for w, worker in self.workers.items()
             if worker.connected
+            and w not in doomed
             and key in worker.workloads
             and is_true(worker.workloads[key], "QuotaReserved")
         )
