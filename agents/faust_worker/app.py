@@ -67,9 +67,11 @@ from kueuestream.agents.faust_worker.snapshots import (
     DEFAULT_SNAPSHOT_EVERY,
     TOPIC_CONFIG,
     Coverage,
+    RoutingSnapshot,
     Snapshot,
     SnapshotStore,
     encode_state,
+    encode_tables,
     snapshot_topic,
 )
 from kueuestream.agents.ingest import IngestHandler
@@ -129,8 +131,13 @@ class Runtime:
         self.views: dict[str, Any] = {
             name: app.Table(name, partitions=self.partitions, schema=schema) for name in VIEW_TABLES
         }
+        self.ingest_tables: dict[str, MirroredTable] = {}
         self.ingest = self._new_ingest()
         self.ingest_next: int | None = None
+        # As covered_from and since_snapshot below, for ingest's routing tables.
+        self.ingest_covered_from: int | None = None
+        self.ingest_since_snapshot = 0
+        self._routing_snapshot: asyncio.Task[None] | None = None
         self.admission = AdmissionHandler(
             partitions=self.partitions,
             admission_topic=names.admission,
@@ -184,8 +191,9 @@ class Runtime:
         return self._snapshots
 
     async def close(self) -> None:
-        for task in self._snapshotting.values():
-            task.cancel()
+        for task in [*self._snapshotting.values(), self._routing_snapshot]:
+            if task is not None:
+                task.cancel()
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
@@ -225,26 +233,59 @@ class Runtime:
 
     # --- state from the logs --------------------------------------------------------------
 
-    def _new_ingest(self) -> IngestHandler:
+    def _new_ingest(self, data: Mapping[str, dict[str, Any]] | None = None) -> IngestHandler:
         tables = {name: MirroredTable(self.tables[name]) for name in TABLES}
+        for name, table in tables.items():
+            table.data = dict((data or {}).get(name, {}))
+        self.ingest_tables = tables
         return IngestHandler(
             tables, partitions=self.partitions, watch_topic=self.names.watch, cluster=self.cluster
         )
 
     async def ingest_catch_up(self, offset: int) -> None:
-        """Make the routing tables reflect every watch event before ``offset``."""
+        """Make the routing tables reflect every watch event before ``offset``.
+
+        Given an earlier offset than expected (or none expected yet), start over
+        from the newest routing snapshot, or from offset 0. Right after a restore,
+        events the snapshot covers may come first: they are let through here and
+        skipped by the agent.
+        """
         expected = self.ingest_next
-        if expected == offset:
+        covered = self.ingest_covered_from
+        if expected == offset or (
+            expected is not None and covered is not None and covered <= offset < expected
+        ):
             return
+        started, ends = time.perf_counter(), None
         if expected is None or expected > offset:
             self.ingest, expected = self._new_ingest(), 0
+            snapshot = await self.usable_routing() if self.snapshot_every > 0 else None
+            if snapshot is not None:
+                self.ingest, expected, ends = (
+                    self._new_ingest(snapshot.tables),
+                    snapshot.offset,
+                    snapshot.ends,
+                )
+        first = expected
+        if offset < expected:
+            self.ingest_next, self.ingest_covered_from = expected, offset
+            log.info("ingest routing restored up to offset %d; given offset %d", expected, offset)
+            return
+        self.ingest_covered_from = None
         kafka = await self.kafka()
         outs: list[Out] = []
         async for record in kafka.read(self.names.watch, 0, expected, until=offset):
             outs += self.ingest.handle(record.offset, record.value)
         self.ingest_next = offset
-        await self.send_missing(outs)
-        log.info("ingest routing rebuilt from %s up to offset %d", self.names.watch, offset)
+        self.ingest_since_snapshot = offset - first
+        await self.send_missing(outs, ends)
+        log.info(
+            "ingest routing rebuilt from %s offset %d up to offset %d in %.3fs",
+            self.names.watch,
+            first,
+            offset,
+            time.perf_counter() - started,
+        )
 
     async def catch_up(self, partition: int, offset: int) -> DecisionWriter:
         """Make the engines of ``partition`` reflect every record before ``offset``; its writer.
@@ -272,6 +313,7 @@ class Runtime:
             "failed" if writer is not None and writer.failed else "ok",
         )
         await self.forget(partition)
+        started = time.perf_counter()
         snapshot = await self.usable_snapshot(partition) if self.snapshot_every > 0 else None
         writer = DecisionWriter(self.settings, self.app.conf.id, self.names.decisions, partition)
         await writer.start(snapshot.covers.writer if snapshot is not None else None)
@@ -301,7 +343,13 @@ class Runtime:
         self.made[partition] = made
         self.since_snapshot[partition] = max(0, offset - start)
         await self.send_missing(outs, ends)
-        log.info("admission partition %d rebuilt up to offset %d", partition, max(start, offset))
+        log.info(
+            "admission partition %d rebuilt from offset %d up to offset %d in %.3fs",
+            partition,
+            start,
+            max(start, offset),
+            time.perf_counter() - started,
+        )
         return writer
 
     async def usable_snapshot(self, partition: int) -> Snapshot | None:
@@ -331,6 +379,42 @@ class Runtime:
             time.perf_counter() - started,
         )
         return snapshot
+
+    async def usable_routing(self) -> RoutingSnapshot | None:
+        started = time.perf_counter()
+        snapshot = await (await self.snapshots()).latest_routing(TABLES)
+        if snapshot is not None:
+            log.info(
+                "ingest routing: restored the snapshot at offset %d (%d bytes) in %.3fs",
+                snapshot.offset,
+                snapshot.size,
+                time.perf_counter() - started,
+            )
+        return snapshot
+
+    def routing_snapshot_due(self) -> bool:
+        if self.snapshot_every <= 0 or self.ingest_since_snapshot < self.snapshot_every:
+            return False
+        return self._routing_snapshot is None or self._routing_snapshot.done()
+
+    async def take_routing_snapshot(self, acker: InOrderAcker) -> None:
+        """Encode the routing tables now; write them once every record they led to is delivered."""
+        ends = await (await self.kafka()).end_offsets(self.names.admission)
+        assert self.ingest_next is not None
+        offset = self.ingest_next
+        blob = encode_tables({name: table.data for name, table in self.ingest_tables.items()})
+        self.ingest_since_snapshot = 0
+        delivered = acker.delivered()
+
+        async def publish() -> None:
+            try:
+                if await asyncio.wait_for(delivered, SNAPSHOT_WAIT):
+                    await (await self.snapshots()).write_routing(offset, ends, blob)
+                    log.info("ingest routing: snapshot at offset %d written (%d bytes)", offset, len(blob))
+            except (TimeoutError, KafkaError, LogError) as exc:
+                log.warning("ingest routing: snapshot at offset %d not written: %r", offset, exc)
+
+        self._routing_snapshot = asyncio.ensure_future(publish())
 
     def snapshot_due(self, partition: int) -> bool:
         if self.snapshot_every <= 0 or self.since_snapshot.get(partition, 0) < self.snapshot_every:
@@ -652,13 +736,22 @@ def build_app(
         async for event in acked.events():
             offset = event.message.offset
             await runtime.ingest_catch_up(offset)
+            assert runtime.ingest_next is not None
+            if offset < runtime.ingest_next:
+                # In the routing snapshot just restored, with everything it produced.
+                acker.add(event, [])
+                continue
+            runtime.ingest_covered_from = None
             MirroredTable.live = True
             try:
                 outs = runtime.ingest.handle(offset, event.value)
             finally:
                 MirroredTable.live = False
             runtime.ingest_next = offset + 1
+            runtime.ingest_since_snapshot += 1
             acker.add(event, await runtime.queue_outside(outs))
+            if runtime.routing_snapshot_due():
+                await runtime.take_routing_snapshot(acker)
 
     @app.agent(admission, name="admission")
     async def admit(stream: Any) -> None:

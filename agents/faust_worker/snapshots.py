@@ -75,10 +75,12 @@ def snapshot_topic(names: TopicNames) -> str:
 
 
 def _code_fingerprint() -> str:
-    """The SHA-256 of the sources whose classes a snapshot holds (the admission core and the shard state)."""
+    """The SHA-256 of the sources whose classes and tables a snapshot holds (the admission core, the
+    shard state, ingest's routing)."""
     root = Path(__file__).resolve().parents[2]
     files = sorted((root / "admission").rglob("*.py"))
-    files += [root / "agents" / "admission_shards.py", root / "agents" / "log_entries.py"]
+    files += [root / "agents" / name for name in ("admission_shards.py", "log_entries.py", "ingest.py")]
+    files += [root / "agents" / "ingest_routing.py"]
     files += [root / "streams" / "schemas.py", Path(__file__).resolve()]
     digest = hashlib.sha256()
     for path in files:
@@ -121,6 +123,16 @@ class Snapshot:
     size: int  # bytes, compressed
 
 
+@dataclass(frozen=True, slots=True)
+class RoutingSnapshot:
+    """Ingest's routing tables after the watch events before ``offset``; ``ends`` as above."""
+
+    offset: int
+    ends: dict[int, int]
+    tables: dict[str, dict[str, Any]]
+    size: int
+
+
 def encode_state(state: PartitionState) -> bytes:
     return zlib.compress(pickle.dumps(state, protocol=5), 1)
 
@@ -135,34 +147,48 @@ def decode_state(blob: bytes, partition: int) -> PartitionState:
     return state
 
 
-def manifest(covers: Coverage, slot: int, chunks: list[int], blob: bytes) -> bytes:
-    return json.dumps(
-        {
-            "format": FORMAT,
-            "code": CODE,
-            "partition": covers.partition,
-            "offset": covers.offset,
-            "decisions": covers.decisions,
-            "writer": [covers.writer.end, covers.writer.committed],
-            "ends": {str(p): e for p, e in sorted(covers.ends.items())},
-            "slot": slot,
-            "chunks": chunks,
-            "size": len(blob),
-            "sha256": hashlib.sha256(blob).hexdigest(),
-        },
-        sort_keys=True,
-    ).encode()
+def encode_tables(tables: dict[str, dict[str, Any]]) -> bytes:
+    """The routing tables as JSON (their values are JSON already: Faust Tables mirror them)."""
+    # Not sorted: the order of a table's keys is the order the router iterates them in.
+    return zlib.compress(json.dumps(tables, separators=(",", ":")).encode(), 1)
 
 
-def _int(doc: dict[str, Any], key: str) -> int:
+def decode_tables(blob: bytes, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    try:
+        tables = json.loads(zlib.decompress(blob))
+    except (zlib.error, ValueError) as exc:
+        raise SnapshotError(f"the routing tables do not decode: {exc}") from None
+    if not (isinstance(tables, dict) and sorted(tables) == sorted(names)):
+        raise SnapshotError(f"the routing tables are not {', '.join(names)}")
+    if not all(isinstance(t, dict) for t in tables.values()):
+        raise SnapshotError("a routing table is not an object")
+    return tables
+
+
+def _count(doc: dict[str, Any], key: str) -> int:
     value = doc.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise SnapshotError(f"the manifest's {key} is {value!r}, not a count")
     return value
 
 
+def _ends(doc: dict[str, Any]) -> dict[int, int]:
+    ends = doc.get("ends")
+    if not (
+        isinstance(ends, dict)
+        and all(isinstance(e, int) and isinstance(p, str) and p.isdigit() for p, e in ends.items())
+    ):
+        raise SnapshotError(f"the manifest's end offsets are {ends!r}")
+    return {int(p): e for p, e in ends.items()}
+
+
+def _ends_json(ends: dict[int, int]) -> dict[str, int]:
+    return {str(p): e for p, e in sorted(ends.items())}
+
+
 class SnapshotStore:
-    """Partition p of ``kueue.snapshots`` holds the snapshots of admission partition p."""
+    """Partition p of ``kueue.snapshots`` holds the snapshots of admission partition p; the one
+    after the last admission partition holds ingest's."""
 
     def __init__(
         self, kafka: KafkaLog, producer: AIOKafkaProducer, names: TopicNames, partitions: int
@@ -171,19 +197,76 @@ class SnapshotStore:
         self.producer = producer
         self.topic = snapshot_topic(names)
         self.partitions = partitions
+        self.routing = partitions  # the partition of ingest's snapshots
         # The chunk slot of the newest manifest known per partition; the next snapshot uses the other.
         self.slots: dict[int, int] = {}
         self._ensured = False
 
     async def ensure(self) -> None:
         if not self._ensured:
-            await self.kafka.ensure_topic(self.topic, self.partitions)
+            await self.kafka.ensure_topic(self.topic, self.partitions + 1)
             self._ensured = True
 
+    # --- admission partitions ---------------------------------------------------------
+
     async def write(self, covers: Coverage, blob: bytes) -> None:
-        """Append the chunks of ``blob`` (an encoded state), then the manifest that names them."""
+        """Write ``blob`` (an encoded :class:`PartitionState`) as the snapshot ``covers`` describes."""
+        fields = {
+            "offset": covers.offset,
+            "decisions": covers.decisions,
+            "writer": [covers.writer.end, covers.writer.committed],
+            "ends": _ends_json(covers.ends),
+        }
+        await self._write(covers.partition, fields, blob)
+
+    async def latest(self, partition: int) -> Snapshot | None:
+        """The newest usable snapshot of admission ``partition``; None (with a warning if one is
+        unusable)."""
+        found = await self._latest(partition, f"admission partition {partition}")
+        if found is None:
+            return None
+        doc, blob = found
+        try:
+            writer = doc.get("writer")
+            if not (
+                isinstance(writer, list) and len(writer) == 2 and all(isinstance(w, int) for w in writer)
+            ):
+                raise SnapshotError(f"the manifest's writer point is {writer!r}")
+            covers = Coverage(
+                partition=partition,
+                offset=_count(doc, "offset"),
+                decisions=_count(doc, "decisions"),
+                writer=WriterMark(end=writer[0], committed=writer[1]),
+                ends=_ends(doc),
+            )
+            return Snapshot(covers, decode_state(blob, partition), len(blob))
+        except SnapshotError as exc:
+            self._unusable(partition, f"admission partition {partition}", exc)
+            return None
+
+    # --- ingest's routing tables ------------------------------------------------------
+
+    async def write_routing(self, offset: int, ends: dict[int, int], blob: bytes) -> None:
+        """Write ``blob`` (from :func:`encode_tables`): the routing after the watch events before
+        ``offset``."""
+        await self._write(self.routing, {"offset": offset, "ends": _ends_json(ends)}, blob)
+
+    async def latest_routing(self, names: tuple[str, ...]) -> RoutingSnapshot | None:
+        found = await self._latest(self.routing, "ingest routing")
+        if found is None:
+            return None
+        doc, blob = found
+        try:
+            return RoutingSnapshot(_count(doc, "offset"), _ends(doc), decode_tables(blob, names), len(blob))
+        except SnapshotError as exc:
+            self._unusable(self.routing, "ingest routing", exc)
+            return None
+
+    # --- chunks and manifests ---------------------------------------------------------
+
+    async def _write(self, p: int, fields: dict[str, Any], blob: bytes) -> None:
+        """Append the chunks of ``blob``, then the manifest that names them."""
         await self.ensure()
-        p = covers.partition
         slot = 1 - self.slots.get(p, 1)
         pieces = [blob[i : i + CHUNK_BYTES] for i in range(0, len(blob), CHUNK_BYTES)] or [b""]
         pending = [
@@ -191,12 +274,33 @@ class SnapshotStore:
             for i, piece in enumerate(pieces)
         ]
         chunks = [(await sent).offset for sent in pending]
-        body = manifest(covers, slot, chunks, blob)
-        await self.producer.send_and_wait(self.topic, value=body, key=MANIFEST_KEY, partition=p)
+        body = {
+            **fields,
+            "format": FORMAT,
+            "code": CODE,
+            "partition": p,
+            "slot": slot,
+            "chunks": chunks,
+            "size": len(blob),
+            "sha256": hashlib.sha256(blob).hexdigest(),
+        }
+        await self.producer.send_and_wait(
+            self.topic, value=json.dumps(body, sort_keys=True).encode(), key=MANIFEST_KEY, partition=p
+        )
         self.slots[p] = slot
 
-    async def latest(self, partition: int) -> Snapshot | None:
-        """The newest usable snapshot of ``partition``; None (with a warning if one was unusable)."""
+    def _unusable(self, partition: int, what: str, exc: SnapshotError) -> None:
+        log.warning(
+            "%s: the snapshot in %s[%d] is not usable (%s); reading the log from offset 0",
+            what,
+            self.topic,
+            partition,
+            exc,
+        )
+
+    async def _latest(self, partition: int, what: str) -> tuple[dict[str, Any], bytes] | None:
+        """The newest manifest of ``partition`` and the bytes it names, checked; None if there is none
+        or it is unusable (with a warning)."""
         await self.ensure()
         end = (await self.kafka.end_offsets(self.topic))[partition]
         if end == 0:
@@ -206,19 +310,12 @@ class SnapshotStore:
             if found is None:
                 return None
             record, doc = found
-            snapshot = await self._load(partition, record, doc)
+            blob = await self._chunks(partition, record, doc)
         except SnapshotError as exc:
-            log.warning(
-                "admission partition %d: the snapshot in %s[%d] is not usable (%s); "
-                "reading the log from offset 0",
-                partition,
-                self.topic,
-                partition,
-                exc,
-            )
+            self._unusable(partition, what, exc)
             return None
         self.slots[partition] = int(doc["slot"]) if doc.get("slot") in (0, 1) else 0
-        return snapshot
+        return doc, blob
 
     async def _newest_manifest(self, partition: int, end: int) -> tuple[Record, dict[str, Any]] | None:
         lookback = _LOOKBACK
@@ -242,24 +339,16 @@ class SnapshotStore:
                 return None
             lookback *= 2
 
-    async def _load(self, partition: int, record: Record, doc: dict[str, Any]) -> Snapshot:
+    async def _chunks(self, partition: int, record: Record, doc: dict[str, Any]) -> bytes:
         if doc.get("format") != FORMAT:
             raise SnapshotError(f"format {doc.get('format')!r}, this worker reads format {FORMAT}")
         if doc.get("code") != CODE:
-            raise SnapshotError("written by another version of the admission code")
+            raise SnapshotError("written by another version of the code")
         if doc.get("partition") != partition:
             raise SnapshotError(f"the manifest is that of partition {doc.get('partition')!r}")
         chunks = doc.get("chunks")
         if not isinstance(chunks, list) or not chunks or not all(isinstance(c, int) for c in chunks):
             raise SnapshotError(f"the manifest's chunks are {chunks!r}")
-        writer, ends = doc.get("writer"), doc.get("ends")
-        if not (isinstance(writer, list) and len(writer) == 2 and all(isinstance(w, int) for w in writer)):
-            raise SnapshotError(f"the manifest's writer point is {writer!r}")
-        if not (
-            isinstance(ends, dict)
-            and all(isinstance(e, int) and isinstance(p, str) and p.isdigit() for p, e in ends.items())
-        ):
-            raise SnapshotError(f"the manifest's end offsets are {ends!r}")
         wanted = {offset: i for i, offset in enumerate(chunks)}
         pieces: dict[int, bytes] = {}
         async for chunk in self.kafka.read(self.topic, partition, min(chunks), until=record.offset):
@@ -270,11 +359,4 @@ class SnapshotStore:
         blob = b"".join(pieces[i] for i in range(len(chunks)))
         if hashlib.sha256(blob).hexdigest() != doc.get("sha256") or len(blob) != doc.get("size"):
             raise SnapshotError("its chunks do not add up to what the manifest says (SHA-256 or size)")
-        covers = Coverage(
-            partition=partition,
-            offset=_int(doc, "offset"),
-            decisions=_int(doc, "decisions"),
-            writer=WriterMark(end=writer[0], committed=writer[1]),
-            ends={int(p): e for p, e in ends.items()},
-        )
-        return Snapshot(covers, decode_state(blob, partition), len(blob))
+        return blob

@@ -43,10 +43,13 @@ pytestmark = pytest.mark.kafka
 
 EVERY = 8
 READING = re.compile(r"admission partition (\d+): reading the log from offset (\d+) up to offset (\d+)")
+ROUTING = re.compile(r"ingest routing rebuilt from \S+ offset (\d+) up to offset (\d+)")
+# Partition 6 of kueue.snapshots holds ingest's routing tables; 0-5 the admission partitions'.
+ROUTING_PARTITION = 6
 
 
 async def manifests(broker: str, names: TopicNames) -> dict[int, list[dict]]:
-    """Every snapshot manifest written so far, per admission partition, oldest first."""
+    """Every snapshot manifest written so far, per partition of ``kueue.snapshots``, oldest first."""
     topic = snapshot_topic(names)
     async with KafkaLog(broker) as kafka:
         count = await kafka.partitions(topic)
@@ -138,7 +141,7 @@ def test_a_restarted_worker_reads_the_admission_log_from_its_snapshot(
     w, restarted = run_with_a_restart(kafka_bootstrap, tmp_path, steps)
     written = asyncio.run(manifests(kafka_bootstrap, w.names))
     read = readings(restarted)
-    snapshotted = {p: docs for p, docs in written.items() if docs}
+    snapshotted = {p: docs for p, docs in written.items() if docs and p != ROUTING_PARTITION}
     assert snapshotted, "no partition has a snapshot"
     for p in snapshotted:
         start, _ = read[p]
@@ -147,6 +150,10 @@ def test_a_restarted_worker_reads_the_admission_log_from_its_snapshot(
         assert start in {doc["offset"] for doc in snapshotted[p]}
     assert "restored the snapshot" in restarted
     assert "not usable" not in restarted
+    # Ingest too took up its routing tables from a snapshot, not from watch offset 0.
+    routed = [int(start) for start, _ in ROUTING.findall(restarted)]
+    assert routed and all(start in {d["offset"] for d in written[ROUTING_PARTITION]} for start in routed)
+    assert min(routed) > 0
 
 
 def test_records_a_restored_snapshot_covers_are_not_applied_again(
@@ -165,7 +172,9 @@ def test_a_damaged_snapshot_falls_back_to_the_log_from_offset_0(kafka_bootstrap:
     steps = encoded(workload_stream(30, seed=9).steps)
     _, restarted = run_with_a_restart(kafka_bootstrap, tmp_path, steps, damage=True)
     assert "is not usable (the state does not decode" in restarted
+    assert "ingest routing: the snapshot" in restarted and "(the routing tables do not decode" in restarted
     assert readings(restarted) and all(start == 0 for start, _ in readings(restarted).values())
+    assert [start for start, _ in ROUTING.findall(restarted)] == ["0"]
 
 
 async def test_a_snapshot_over_kafkas_message_limit_is_written_in_chunks(kafka_bootstrap: str) -> None:
