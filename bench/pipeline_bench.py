@@ -263,6 +263,8 @@ def bench_kafka(broker: str, n: int, workers: int, rate: float) -> None:
 
 REBUILT = re.compile(r"admission partition (\d+) rebuilt from offset (\d+) up to offset (\d+) in ([0-9.]+)s")
 INGEST = re.compile(r"ingest routing rebuilt from \S+ offset (\d+) up to offset (\d+) in ([0-9.]+)s")
+ROUTING_RESTORED = re.compile(r"ingest routing: restored the snapshot at offset \d+ \((\d+) bytes\)")
+SNAPSHOT_WRITTEN = re.compile(r"admission partition (\d+): snapshot at offset \d+ written")
 RESTORED = re.compile(r"admission partition (\d+): restored the snapshot at offset (\d+) \((\d+) bytes\)")
 
 
@@ -337,7 +339,12 @@ def bench_recovery(broker: str, n: int) -> None:
             first = asyncio.run(decide_probes(broker, group.names, "a"))
             # The probes' records come after each partition's rebuild: the snapshot is taken then.
             deadline = time.monotonic() + 300
-            while group.log_of(0).count("snapshot at offset") < 4 and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
+                text = group.log_of(0)
+                rebuilt = {p for p, start, end, _ in REBUILT.findall(text) if int(end) > 0}
+                written = set(SNAPSHOT_WRITTEN.findall(text))
+                if rebuilt <= written and "ingest routing: snapshot at offset" in text:
+                    break
                 time.sleep(0.5)
             cold = group.log_of(0)
             group.kill(0, signal.SIGKILL)
@@ -349,6 +356,9 @@ def bench_recovery(broker: str, n: int) -> None:
             total = time.perf_counter() - started
             warm = group.log_of(0)
     sizes = ", ".join(f"p{p} {int(size) / 1e6:.2f} MB" for p, _, size in RESTORED.findall(warm))
+    routing = ROUTING_RESTORED.findall(warm)
+    if routing:
+        sizes += f", routing {int(routing[-1]) / 1e6:.2f} MB"
     ingest = INGEST.findall(warm)
     print(f"recovery, {n:,} watch events of history ({records:,} admission records):")
     print(

@@ -18,13 +18,14 @@ before its input is acknowledged; after a crash it may be sent again, and the
 admission agent recognises the copy by its origin.
 
 State. The authoritative state of both stateful agents is a function of their
-input log, rebuilt by reading it: ingest's routing tables from ``kueue.watch``,
-each admission partition's engines from its records. Ingest keeps its tables
-while it is given the offset it expects, reads the records in between when
-given a later one (another worker processed them), and starts over from
-offset 0 when given an earlier one. An admission partition is rebuilt from
-offset 0 whenever it is (re)assigned or given anything but the expected
-offset, because its decision writer must fence the previous owner first. A
+input log, rebuilt from the newest snapshot (:mod:`.snapshots`) and the log
+after it, or from offset 0 without one: ingest's routing tables from
+``kueue.watch``, each admission partition's engines from its records. Ingest
+keeps its tables while it is given the offset it expects, reads the records in
+between when given a later one (another worker processed them), and starts
+over when given an earlier one. An admission partition is rebuilt whenever it
+is (re)assigned or given anything but the expected offset, because its
+decision writer must fence the previous owner first. A
 rebuild sends again, checked against the log, any admission record its input
 should have produced and that is missing: Faust can skip records after a
 rebalance, and this repairs it. Faust's in-memory table store keeps the

@@ -19,7 +19,12 @@ partition p of the compacted topic ``kueue.snapshots``, with what it covers:
 A snapshot is written only once every record and decision its records
 produced is delivered and committed, so taking up at ``offset`` loses nothing.
 
-Encoding. The state is a pickle (protocol 5), compressed with zlib, cut into
+Ingest's routing tables are snapshotted the same way, every ``snapshot_every``
+watch events, to the partition after the last admission partition, with the
+watch offset and the ``kueue.admission`` end offsets they cover; being JSON
+values already, they are written as JSON.
+
+Encoding. An admission state is a pickle (protocol 5), compressed with zlib, cut into
 chunks of :data:`CHUNK_BYTES` (Kafka's default limit for one message is 1 MB),
 followed by a manifest (JSON) naming the offsets of its chunks, their SHA-256,
 the format and a fingerprint of the code that wrote it. Unpickling runs code
