@@ -73,6 +73,7 @@ from kueuestream.agents.faust_worker.snapshots import (
     SnapshotStore,
     encode_state,
     encode_tables,
+    record_digest,
     snapshot_topic,
 )
 from kueuestream.agents.ingest import IngestHandler
@@ -359,6 +360,10 @@ class Runtime:
         snapshot = await (await self.snapshots()).latest(partition)
         if snapshot is None:
             return None
+        if not await self._holds(
+            self.names.admission, partition, snapshot.covers.offset, snapshot.covers.last
+        ):
+            return None
         state, handler = snapshot.state, self.admission
         if (state.config, state.job_controller, state.overrides) != (
             handler.config,
@@ -384,6 +389,10 @@ class Runtime:
     async def usable_routing(self) -> RoutingSnapshot | None:
         started = time.perf_counter()
         snapshot = await (await self.snapshots()).latest_routing(TABLES)
+        if snapshot is not None and not await self._holds(
+            self.names.watch, 0, snapshot.offset, snapshot.last
+        ):
+            return None
         if snapshot is not None:
             log.info(
                 "ingest routing: restored the snapshot at offset %d (%d bytes) in %.3fs",
@@ -393,24 +402,43 @@ class Runtime:
             )
         return snapshot
 
+    async def _holds(self, topic: str, partition: int, offset: int, last: str) -> bool:
+        """Whether ``topic[partition]`` holds the record a snapshot at ``offset`` says it last covered."""
+        kafka = await self.kafka()
+        value = None
+        if offset > 0:
+            async for record in kafka.read(topic, partition, offset - 1, until=offset):
+                value = record.value
+        if record_digest(value) == last and (offset == 0 or value is not None):
+            return True
+        log.warning(
+            "%s[%d]: the snapshot at offset %d covers other records than this log holds "
+            "(the topic was recreated?); reading the log from offset 0",
+            topic,
+            partition,
+            offset,
+        )
+        return False
+
     def routing_snapshot_due(self) -> bool:
         if self.snapshot_every <= 0 or self.ingest_since_snapshot < self.snapshot_every:
             return False
         return self._routing_snapshot is None or self._routing_snapshot.done()
 
-    async def take_routing_snapshot(self, acker: InOrderAcker) -> None:
+    async def take_routing_snapshot(self, acker: InOrderAcker, last: bytes) -> None:
         """Encode the routing tables now; write them once every record they led to is delivered."""
         ends = await (await self.kafka()).end_offsets(self.names.admission)
         assert self.ingest_next is not None
         offset = self.ingest_next
         blob = encode_tables({name: table.data for name, table in self.ingest_tables.items()})
+        digest = record_digest(last)
         self.ingest_since_snapshot = 0
         delivered = acker.delivered()
 
         async def publish() -> None:
             try:
                 if await asyncio.wait_for(delivered, SNAPSHOT_WAIT):
-                    await (await self.snapshots()).write_routing(offset, ends, blob)
+                    await (await self.snapshots()).write_routing(offset, ends, digest, blob)
                     log.info("ingest routing: snapshot at offset %d written (%d bytes)", offset, len(blob))
             except (TimeoutError, KafkaError, LogError) as exc:
                 log.warning("ingest routing: snapshot at offset %d not written: %r", offset, exc)
@@ -425,14 +453,14 @@ class Runtime:
             return False
         return time.monotonic() - self._snapshot_at >= 9 * self._snapshot_cost
 
-    async def take_snapshot(self, partition: int, acker: InOrderAcker) -> None:
+    async def take_snapshot(self, partition: int, acker: InOrderAcker, last: bytes) -> None:
         """Encode the state of ``partition`` now; write it once everything it covers is delivered."""
         writer = self.writers[partition]
         ends = await (await self.kafka()).end_offsets(self.names.admission)
         started = time.monotonic()
         blob = encode_state(self.admission.state(partition))
         self._snapshot_cost, self._snapshot_at = time.monotonic() - started, time.monotonic()
-        offset, made = self.next_offset[partition], self.made[partition]
+        offset, made, digest = self.next_offset[partition], self.made[partition], record_digest(last)
         self.since_snapshot[partition] = 0
         delivered = acker.delivered()
 
@@ -443,7 +471,8 @@ class Runtime:
                 mark = await asyncio.wait_for(writer.committed_through(made), SNAPSHOT_WAIT)
                 if mark is None:
                     return
-                await (await self.snapshots()).write(Coverage(partition, offset, made, mark, ends), blob)
+                covers = Coverage(partition, offset, made, mark, ends, digest)
+                await (await self.snapshots()).write(covers, blob)
                 log.info(
                     "admission partition %d: snapshot at offset %d written (%d bytes)",
                     partition,
@@ -752,7 +781,7 @@ def build_app(
             runtime.ingest_since_snapshot += 1
             acker.add(event, await runtime.queue_outside(outs))
             if runtime.routing_snapshot_due():
-                await runtime.take_routing_snapshot(acker)
+                await runtime.take_routing_snapshot(acker, event.value)
 
     @app.agent(admission, name="admission")
     async def admit(stream: Any) -> None:
@@ -782,7 +811,7 @@ def build_app(
                 runtime.dashboard.note(emitted.decisions)
             acker.add(event, await runtime.queue_outside([o for o in outs if o.role != Role.DECISIONS]))
             if runtime.snapshot_due(partition):
-                await runtime.take_snapshot(partition, acker)
+                await runtime.take_snapshot(partition, acker, event.value)
 
     async def apply(stream: Any) -> None:
         # Acked by hand once everything it produced is sent: Faust's own ack also

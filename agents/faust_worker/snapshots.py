@@ -119,6 +119,7 @@ class Coverage:
     decisions: int
     writer: WriterMark
     ends: dict[int, int]
+    last: str = ""  # see record_digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +137,14 @@ class RoutingSnapshot:
     ends: dict[int, int]
     tables: dict[str, dict[str, Any]]
     size: int
+    last: str = ""  # see record_digest
+
+
+def record_digest(value: bytes | None) -> str:
+    """The SHA-256 of the last input record a snapshot covers ("" for none): a snapshot is taken
+    up only if the log still holds that record there, so a log recreated under the same name
+    (an import into new topics) never meets the snapshots of the old one."""
+    return "" if value is None else hashlib.sha256(value).hexdigest()
 
 
 def encode_state(state: PartitionState) -> bytes:
@@ -187,6 +196,13 @@ def _ends(doc: dict[str, Any]) -> dict[int, int]:
     return {int(p): e for p, e in ends.items()}
 
 
+def _digest(doc: dict[str, Any]) -> str:
+    last = doc.get("last")
+    if not isinstance(last, str):
+        raise SnapshotError(f"the manifest's last record digest is {last!r}")
+    return last
+
+
 def _ends_json(ends: dict[int, int]) -> dict[str, int]:
     return {str(p): e for p, e in sorted(ends.items())}
 
@@ -221,6 +237,7 @@ class SnapshotStore:
             "decisions": covers.decisions,
             "writer": [covers.writer.end, covers.writer.committed],
             "ends": _ends_json(covers.ends),
+            "last": covers.last,
         }
         await self._write(covers.partition, fields, blob)
 
@@ -243,6 +260,7 @@ class SnapshotStore:
                 decisions=_count(doc, "decisions"),
                 writer=WriterMark(end=writer[0], committed=writer[1]),
                 ends=_ends(doc),
+                last=_digest(doc),
             )
             return Snapshot(covers, decode_state(blob, partition), len(blob))
         except SnapshotError as exc:
@@ -251,10 +269,10 @@ class SnapshotStore:
 
     # --- ingest's routing tables ------------------------------------------------------
 
-    async def write_routing(self, offset: int, ends: dict[int, int], blob: bytes) -> None:
+    async def write_routing(self, offset: int, ends: dict[int, int], last: str, blob: bytes) -> None:
         """Write ``blob`` (from :func:`encode_tables`): the routing after the watch events before
         ``offset``."""
-        await self._write(self.routing, {"offset": offset, "ends": _ends_json(ends)}, blob)
+        await self._write(self.routing, {"offset": offset, "ends": _ends_json(ends), "last": last}, blob)
 
     async def latest_routing(self, names: tuple[str, ...]) -> RoutingSnapshot | None:
         found = await self._latest(self.routing, "ingest routing")
@@ -262,7 +280,8 @@ class SnapshotStore:
             return None
         doc, blob = found
         try:
-            return RoutingSnapshot(_count(doc, "offset"), _ends(doc), decode_tables(blob, names), len(blob))
+            tables = decode_tables(blob, names)
+            return RoutingSnapshot(_count(doc, "offset"), _ends(doc), tables, len(blob), _digest(doc))
         except SnapshotError as exc:
             self._unusable(self.routing, "ingest routing", exc)
             return None
