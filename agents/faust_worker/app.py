@@ -457,8 +457,11 @@ class Runtime:
         """Encode the state of ``partition`` now; write it once everything it covers is delivered."""
         writer = self.writers[partition]
         ends = await (await self.kafka()).end_offsets(self.names.admission)
+        state = self.admission.states.get(partition)
+        if state is None or self.writers.get(partition) is not writer or partition not in self.next_offset:
+            return  # revoked meanwhile
         started = time.monotonic()
-        blob = encode_state(self.admission.state(partition))
+        blob = encode_state(state)
         self._snapshot_cost, self._snapshot_at = time.monotonic() - started, time.monotonic()
         offset, made, digest = self.next_offset[partition], self.made[partition], record_digest(last)
         self.since_snapshot[partition] = 0
