@@ -39,8 +39,13 @@ from kueuestream.admission.api.kueue import (
     Workload,
     WorkloadPriorityClass,
 )
+from kueuestream.admission.api.multikueue import MultiKueueCluster, MultiKueueConfig
 from kueuestream.admission.api.scheduling import PriorityClass
 from kueuestream.admission.errors import FieldError, join_path
+from kueuestream.admission.multikueue.validation import (
+    validate_multikueue_cluster,
+    validate_multikueue_config,
+)
 from kueuestream.admission.names import metadata_errors
 from kueuestream.admission.strict_yaml import YamlProblem, load_one
 
@@ -49,9 +54,7 @@ CONFIG_VERSIONS = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1bet
 # Kueue's own API groups. A kind in them is either one Kueuestream reads, one of
 # Kueue's that it does not (valid, none of its business), or a mistake.
 KUEUE_GROUPS = ("kueue.x-k8s.io", "config.kueue.x-k8s.io")
-UNREAD_KUEUE_KINDS = frozenset(
-    {"MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig", "Topology"}
-)
+UNREAD_KUEUE_KINDS = frozenset({"ProvisioningRequestConfig", "Topology"})
 
 Validator = Callable[[Any], list[FieldError]]
 
@@ -75,6 +78,8 @@ KINDS: dict[str, Kind] = {
     "Workload": Kind(Workload, KUEUE_VERSIONS, True, v.validate_workload),
     "WorkloadPriorityClass": Kind(WorkloadPriorityClass, KUEUE_VERSIONS, namespaced=False),
     "Configuration": Kind(Configuration, CONFIG_VERSIONS, False, v.validate_configuration),
+    "MultiKueueConfig": Kind(MultiKueueConfig, KUEUE_VERSIONS, False, validate_multikueue_config),
+    "MultiKueueCluster": Kind(MultiKueueCluster, KUEUE_VERSIONS, False, validate_multikueue_cluster),
     "Namespace": Kind(Namespace, ("v1",), namespaced=False, name_is_label=True),
     "Job": Kind(Job, ("batch/v1",), True, v.validate_job),
     "PriorityClass": Kind(PriorityClass, ("scheduling.k8s.io/v1",), namespaced=False),

@@ -19,6 +19,7 @@ from kueuestream.admission.api.kueue import (
 )
 from kueuestream.admission.errors import FieldError
 from kueuestream.admission.jobs import MIN_PARALLELISM_ANNOTATION, min_parallelism, pods_count
+from kueuestream.admission.multikueue.validation import validate_multikueue_settings
 from kueuestream.admission.names import subdomain_problem
 
 MAX_RESOURCE_GROUPS = 16
@@ -403,6 +404,8 @@ def validate_configuration(config: Configuration) -> list[FieldError]:
                     "or [LessThanOrEqualToFinalShare, LessThanInitialShare]",
                 )
             )
+    if config.multi_kueue is not None:
+        errors += validate_multikueue_settings(config.multi_kueue)
     return errors
 
 

@@ -10,6 +10,11 @@ cluster, so Jobs are not turned into Workloads here, and a Workload whose
 reservation that integration cleared after an eviction
 (:func:`kueuestream.agents.kube.stop_signal.job_stopped`) also yields a STOPPED
 record for its shard: its job has stopped and its quota can be released.
+
+MultiKueue's events go to no shard, without an error: those of the worker
+clusters (cluster names starting with ``multikueue:``), the ClusterConnection
+control events, and valid MultiKueueConfig and MultiKueueCluster objects; the
+MultiKueue agent (:mod:`kueuestream.agents.multikueue`) reads them.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from kueuestream.admission.decode import KINDS, decode
 from kueuestream.admission.engine import Engine  # noqa: F401  (registers the DRA kinds with the decoder)
 from kueuestream.admission.events import EventType
 from kueuestream.admission.jobs import QUEUE_NAME_LABEL, is_queued
+from kueuestream.admission.multikueue import names as mk
 from kueuestream.agents.ingest_routing import BROADCAST_KINDS, Planned, Router, object_key
 from kueuestream.agents.kube.stop_signal import job_stopped
 from kueuestream.agents.log_entries import (
@@ -134,6 +140,16 @@ class IngestHandler:
             for i, shard in enumerate(targets)
         ]
 
+    def _multikueue_object(self, event: WatchEvent) -> list[Planned]:
+        """MultiKueue's own objects reach no shard; an invalid one is reported like any other."""
+        if event.type != WatchEventType.DELETED:
+            if (mismatch := _key_mismatch(event)) is not None:
+                raise Refused(mismatch)
+            decoded = decode(event.object)
+            if decoded.errors:
+                raise Refused(f"{decoded.label}: {'; '.join(str(e) for e in decoded.errors)}")
+        return []
+
     def _batch_edge(self, event: WatchEvent, offset: int) -> list[Out]:
         entries: list[AdmissionEntry] = []
         if event.name == CLOCK_TICK:
@@ -151,6 +167,10 @@ class IngestHandler:
     def _route(self, event: WatchEvent) -> list[Planned]:
         r = self.router
         ident = f"{event.kind} {event.namespace + '/' if event.namespace else ''}{event.name}"
+        if mk.worker_name(event.cluster) is not None or event.kind == mk.CLUSTER_CONNECTION_KIND:
+            return []  # a worker's objects and connections are the MultiKueue agent's alone
+        if event.kind in mk.MULTIKUEUE_KINDS:
+            return self._multikueue_object(event)
         if event.type == WatchEventType.DELETED:
             kind = event.kind
             config_map = object_key("ConfigMap", event.namespace, event.name)

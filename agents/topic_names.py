@@ -40,8 +40,24 @@ class TopicNames:
     def errors(self) -> str:
         return self._name(t.ERRORS)
 
+    @property
+    def multikueue(self) -> str:
+        return self._name(t.MULTIKUEUE)
+
+    @property
+    def multikueue_applied(self) -> str:
+        return self._name(t.MULTIKUEUE_APPLIED)
+
     def all(self) -> tuple[str, ...]:
-        return (self.watch, self.admission, self.decisions, self.applied, self.errors)
+        return (
+            self.watch,
+            self.admission,
+            self.decisions,
+            self.applied,
+            self.errors,
+            self.multikueue,
+            self.multikueue_applied,
+        )
 
     def partition_counts(self) -> dict[str, int]:
         """Partition counts of the prefixed topics (streams' defaults know the bare names only)."""

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from kueuestream.admission.events import Action, Decision, Event, EventType, ObjectRef
+from kueuestream.admission.multikueue.decisions import MultiKueueAction as MultiKueueAction
 from kueuestream.streams.codec import contains_float, normalize_manifest
 
 # An offset, a timestamp or an index: a non-negative int, never a float or a string.
@@ -309,3 +310,41 @@ class ErrorRecord(_Record):
             truncated=truncated,
             error=message or "unknown error",
         )
+
+
+class MultiKueueDecision(_Record):
+    """One decision of the MultiKueue dispatcher, as stored in ``kueue.multikueue``.
+
+    ``cause`` is the offset in ``kueue.watch`` of the event that made it.
+    ``cluster`` is a worker's MultiKueueCluster name (without the prefix its
+    watch events carry) for the remote actions; ``namespace``/``name`` name the
+    manager's Workload (its Job for ``SyncJobStatus``), the MultiKueueCluster
+    or the AdmissionCheck.
+    """
+
+    time_ms: NonNegativeInt
+    cause: NonNegativeInt
+    action: MultiKueueAction
+    cluster: str = ""
+    namespace: str = ""
+    name: str = ""
+    check: str = ""
+    state: str = ""  # Pending | Ready | Retry | Rejected
+    active: bool | None = None
+    reason: str = ""
+    message: str = ""
+    clusterName: str = ""
+    clusters: list[str] = Field(default_factory=list)
+    objects: list[dict[str, Any]] = Field(default_factory=list)
+    object: dict[str, Any] | None = None
+
+
+class MultiKueueApplied(_Record):
+    """What the MultiKueue executor did with one decision, as stored in ``kueue.multikueue.applied``.
+
+    ``decision`` is the decision's offset in ``kueue.multikueue``.
+    """
+
+    decision: NonNegativeInt
+    outcome: str  # applied | unchanged | not-found | conflict | unreachable | failed
+    message: str = ""

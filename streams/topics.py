@@ -7,6 +7,9 @@ Topics and their keys::
     kueue.decisions   namespace/name (the workload)  DecisionRecord
     kueue.applied     namespace/name (the workload)  AppliedRecord
     kueue.errors      origin (topic or file)         ErrorRecord
+    kueue.multikueue  manager Workload ns/name, or   MultiKueueDecision
+                      the cluster or check name
+    kueue.multikueue.applied  (same as above)        MultiKueueApplied
 
 Shards. A shard is one cohort tree, named after its root: ``cohort:<root>`` for
 a tree rooted at a Cohort, ``cq:<name>`` for a ClusterQueue that has no cohort
@@ -44,6 +47,8 @@ ADMISSION = "kueue.admission"
 DECISIONS = "kueue.decisions"
 APPLIED = "kueue.applied"
 ERRORS = "kueue.errors"
+MULTIKUEUE = "kueue.multikueue"
+MULTIKUEUE_APPLIED = "kueue.multikueue.applied"
 
 # Kafka keeps data forever with retention.ms=-1; the watch and admission logs
 # are the source of truth for replay and the decisions the audit trail, so
@@ -71,6 +76,12 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(APPLIED, 6, "namespace/name of the workload"),
     # Rare, and read by people: one partition keeps them in the order they happened.
     TopicSpec(ERRORS, 1, "origin topic or file"),
+    # One partition each: the dispatcher reads kueue.watch in one order, and its
+    # executor applies decisions in the order they were made.
+    TopicSpec(
+        MULTIKUEUE, 1, "namespace/name of the manager Workload, or the cluster or check name", _KEEP_FOREVER
+    ),
+    TopicSpec(MULTIKUEUE_APPLIED, 1, "as kueue.multikueue"),
 )
 
 TOPIC_SPECS: Mapping[str, TopicSpec] = MappingProxyType({spec.name: spec for spec in TOPICS})
@@ -116,6 +127,11 @@ def admission_key(shard: str) -> bytes:
 def decision_key(namespace: str, name: str) -> bytes:
     """Key of ``kueue.decisions`` and ``kueue.applied``: the workload."""
     return f"{namespace}/{name}".encode()
+
+
+def multikueue_key(namespace: str, name: str) -> bytes:
+    """Key of ``kueue.multikueue`` and its applied topic: ``ns/name`` of a Workload, or a bare name."""
+    return f"{namespace}/{name}".encode() if namespace else name.encode()
 
 
 def error_key(origin: str) -> bytes:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kueuestream.admission.api.base import ApiModel, Bool, ObjectMeta, Str
+from kueuestream.admission.api.multikueue import MultiKueueSettings
 
 PreemptionStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
 
@@ -91,6 +92,7 @@ class Configuration(ApiModel):
     resources: Resources = Field(default_factory=Resources)
     fair_sharing: FairSharingConfig | None = None
     feature_gates: dict[str, Bool] = Field(default_factory=dict)
+    multi_kueue: MultiKueueSettings | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -114,6 +116,11 @@ class Configuration(ApiModel):
 
     def gate(self, name: str) -> bool:
         return self.feature_gates.get(name, FEATURE_GATE_DEFAULTS.get(name, False))
+
+    @property
+    def multikueue(self) -> MultiKueueSettings:
+        """``multiKueue`` with upstream's defaults where it is left out."""
+        return self.multi_kueue if self.multi_kueue is not None else MultiKueueSettings()
 
     @property
     def fair_sharing_enabled(self) -> bool:

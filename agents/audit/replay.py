@@ -9,6 +9,10 @@ came through the watch, replays without the job controller stand-in. Any
 difference means the log and the decisions disagree: an altered input, a lost
 or extra record, or an engine that is not deterministic.
 
+A log with a ``kueue.multikueue`` topic also has its MultiKueue dispatch
+replayed: every ``kueue.watch`` event goes through a fresh MultiKueue agent and
+each decision is compared, byte for byte, with the recorded one.
+
 Records an embedded log knows it lost (a damaged tail it cut off, in any
 topic, or damage it has not cut yet) are listed, and the replay is not OK even
 when every decision that is left is reproduced.
@@ -27,6 +31,7 @@ from typing import TextIO
 from kueuestream.admission.events import EventType
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.log_entries import AdmissionEntry, decode_entry, encode_entry
+from kueuestream.agents.multikueue import MultiKueueHandler
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
@@ -170,6 +175,24 @@ def verify(admission: Sequence[Sequence[Record]], decisions: Sequence[Sequence[b
     return verdict
 
 
+def verify_multikueue(watch: Sequence[Record], recorded: Sequence[bytes]) -> tuple[int, Mismatch | None]:
+    """Re-run the MultiKueue dispatcher over ``watch``: the decisions it made, and the first difference."""
+    handler = MultiKueueHandler()
+    produced: list[bytes] = []
+    for record in watch:
+        produced += [codec.encode(d) for d in handler.handle(record.offset, record.value)]
+    for i in range(max(len(recorded), len(produced))):
+        want = recorded[i] if i < len(recorded) else None
+        got = produced[i] if i < len(produced) else None
+        if want != got:
+            return len(produced), Mismatch(
+                f"kueue.multikueue, decision #{i}",
+                want.decode(errors="backslashreplace") if want is not None else "(no recorded decision)",
+                got.decode() if got is not None else "(the replay makes no such decision)",
+            )
+    return len(produced), None
+
+
 def _key(partition: int, entry: AdmissionEntry) -> FollowUpKey:
     return (partition, entry.origin.stream, entry.origin.offset, entry.origin.index)
 
@@ -187,10 +210,18 @@ async def _replay(
                 print(f"warning: the log lost records, the what-if runs without them: {gap}", file=sys.stderr)
             return what_if(admission, config_path, out)
         decisions: list[list[bytes]] = []
-        if names.decisions in await log.topics():
+        multikueue: tuple[int, Mismatch | None] | None = None
+        topics = await log.topics()
+        if names.multikueue in topics:
+            recorded = [r.value for r in await read_partition(log, names.multikueue, 0)]
+            watch = await read_partition(log, names.watch, 0) if names.watch in topics else []
+            multikueue = verify_multikueue(watch, recorded)
+        if names.decisions in topics:
             for p in range(await log.partitions(names.decisions)):
                 decisions.append([r.value for r in await read_partition(log, names.decisions, p)])
     verdict = verify(admission, decisions)
+    if multikueue is not None and multikueue[1] is not None:
+        verdict.mismatches.append(multikueue[1])
     for gap in lost:
         print(f"LOST {gap}", file=out)
     if verdict.mismatches:
@@ -204,6 +235,8 @@ async def _replay(
         f"replayed; {verdict.decisions} decisions and {verdict.followups} runtime-appended records "
         "reproduced byte for byte"
     )
+    if multikueue is not None:
+        summary += f"; {multikueue[0]} MultiKueue decisions reproduced byte for byte"
     if lost:
         ranges = "1 range" if len(lost) == 1 else f"{len(lost)} ranges"
         print(f"NOT OK: the log lost records ({ranges} above); of what is left, {summary}", file=out)

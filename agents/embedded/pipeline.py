@@ -50,11 +50,20 @@ from kueuestream.agents.log_entries import (
     batch_marker,
     decode_entry,
 )
+from kueuestream.agents.multikueue import MultiKueueHandler, decision_key
 from kueuestream.agents.outputs import Out, Role, empty_tables, error_out
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.codec import DecodeError
-from kueuestream.streams.schemas import ApplyOutcome, DecisionRecord, ErrorRecord, ErrorSource, WatchEvent
+from kueuestream.streams.log import UnknownTopicError
+from kueuestream.streams.schemas import (
+    ApplyOutcome,
+    DecisionRecord,
+    ErrorRecord,
+    ErrorSource,
+    MultiKueueDecision,
+    WatchEvent,
+)
 
 DecisionHook = Callable[[DecisionRecord], None]
 ErrorHook = Callable[[ErrorRecord], None]
@@ -73,6 +82,7 @@ class PumpStats:
     admission_records: int = 0
     decisions: int = 0  # newly written
     errors: int = 0  # newly written
+    multikueue: int = 0  # MultiKueue decisions newly written
 
 
 class EmbeddedPipeline:
@@ -116,6 +126,11 @@ class EmbeddedPipeline:
             admission_topic=n.admission,
             job_controller=job_controller and not cluster,
         )
+        # Every watch event also goes to the MultiKueue dispatcher; its decisions go to
+        # kueue.multikueue, a topic made when the first one is written.
+        self.multikueue = MultiKueueHandler()
+        self.multikueue_topic = n.multikueue
+        self._multikueue_topic_made = False
         self.watch_cursor = 0
         self.cursors = [0] * self.partitions
         self.stats = PumpStats()
@@ -155,6 +170,18 @@ class EmbeddedPipeline:
                     self._skip_followups[key] = self._skip_followups.get(key, 0) + 1
                     if origin.stream in appended_by:
                         saw(n.admission, appended_by[origin.stream], origin.offset)
+        # The dispatcher makes its decisions in one deterministic order: as many as the
+        # topic holds are already written. Each names the watch event that made it.
+        self._skip_multikueue = 0
+        try:
+            for record in self.log.read_sync(n.multikueue, 0):
+                self._skip_multikueue += 1
+                try:
+                    saw(n.watch, 0, int(orjson.loads(record.value)["cause"]))
+                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                    continue
+        except UnknownTopicError:
+            pass  # a prefixed log that has no such topic yet
         # Decisions produced again before reaching these counts are already written.
         self._skip_decisions: dict[int, int] = {}
         for p in range(self.partitions):
@@ -228,7 +255,9 @@ class EmbeddedPipeline:
         self._drain_admission()
         unread = self._unread_events
         for record in self.log.read_sync(self.watch_topic, 0, self.watch_cursor):
-            self._write(self.ingest.handle(record.offset, record.value, unread.pop(record.offset, None)))
+            event = unread.pop(record.offset, None)
+            self._write(self.ingest.handle(record.offset, record.value, event))
+            self._write_multikueue(self.multikueue.handle(record.offset, record.value, event))
             self.watch_cursor = record.offset + 1
             self.stats.watch_events += 1
             self._drain_admission()
@@ -326,6 +355,20 @@ class EmbeddedPipeline:
                 if self.on_error is not None:
                     self.on_error(codec.decode(out.value, ErrorRecord))
 
+    def _write_multikueue(self, decisions: list[MultiKueueDecision]) -> None:
+        skip = min(self._skip_multikueue, len(decisions))
+        self._skip_multikueue -= skip
+        fresh = decisions[skip:]
+        if not fresh:
+            return
+        if not self._multikueue_topic_made:
+            self.log.ensure_topic_sync(self.multikueue_topic, 1)
+            self._multikueue_topic_made = True
+        self.log.append_many_sync(
+            self.multikueue_topic, [(decision_key(d), codec.encode(d)) for d in fresh], partition=0
+        )
+        self.stats.multikueue += len(fresh)
+
     def _keep_error(self, out: Out, errors: list[Out]) -> None:
         error = codec.decode(out.value, ErrorRecord)
         seen = (str(error.source), error.error)
@@ -334,7 +377,9 @@ class EmbeddedPipeline:
             errors.append(out)
 
     def next_wakeup_ms(self) -> int | None:
-        return self.admission.next_wakeup_ms()
+        wakeups = [self.admission.next_wakeup_ms(), self.multikueue.next_wakeup_ms()]
+        due = [t for t in wakeups if t is not None]
+        return min(due) if due else None
 
     def advance_clock(self, until_ms: int | None = None, cluster: str = "local") -> None:
         """Tick the clock at every time an engine asked for, up to ``until_ms`` (all when None).

@@ -87,6 +87,8 @@ def test_topic_defaults_and_overrides() -> None:
         "kueue.decisions",
         "kueue.applied",
         "kueue.errors",
+        "kueue.multikueue",
+        "kueue.multikueue.applied",
     }
     counts = topics.partition_counts({topics.ADMISSION: 12, "my.topic": 2})
     assert counts[topics.ADMISSION] == 12 and counts["my.topic"] == 2
