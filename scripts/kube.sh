@@ -15,10 +15,20 @@
 #                             process (exit 0), or "stopped" (exit 1)
 #   scripts/kube.sh restart-apiserver   restart kube-apiserver alone (etcd keeps the data):
 #                             every watch drops and the watch cache starts over
+#   scripts/kube.sh stop-apiserver      stop kube-apiserver alone (etcd keeps the data): the
+#                             cluster is unreachable until restart-apiserver brings it back
+#                             on the same port
 #   scripts/kube.sh env       shell exports for the running server: eval "$(scripts/kube.sh env)"
+#
+# Several servers at once: KUBE_INSTANCE=NAME (letters, digits, '-') before any command
+# works on instance NAME, with its own state dir .kube/instances/NAME/, ports, PKI,
+# etcd data and lock; e.g. a MultiKueue manager and two workers:
+#   for i in manager worker1 worker2; do KUBE_INSTANCE=$i scripts/kube.sh start; done
+# Without KUBE_INSTANCE (or KUBE_INSTANCE=default) it is the default instance in .kube/.
 #
 # Files:
 #   .kube/ (repo root, git-ignored)   kubeconfig, ports, *.pid, pki/ (keys, tokens), logs/
+#   .kube/instances/NAME/             the same files for instance NAME
 #   $KUEUESTREAM_KUBE_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/kueuestream/kube)
 #       kube-apiserver-VERSION/, etcd-VERSION/: the binaries, shared by every clone on the
 #       machine so that a fresh clone does not pay the compile again
@@ -49,7 +59,16 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PINS="$ROOT/scripts/kube/pins"
-KDIR="$ROOT/.kube"
+INSTANCE="${KUBE_INSTANCE:-default}"
+[[ "$INSTANCE" =~ ^[A-Za-z0-9][A-Za-z0-9-]{0,39}$ ]] || {
+    echo "kube.sh: error: KUBE_INSTANCE=$INSTANCE: use 1-40 letters, digits or '-' (first not '-')" >&2
+    exit 2
+}
+if [[ "$INSTANCE" == default ]]; then
+    KDIR="$ROOT/.kube"
+else
+    KDIR="$ROOT/.kube/instances/$INSTANCE"
+fi
 PKI="$KDIR/pki"
 LOGS="$KDIR/logs"
 KUBECONFIG_FILE="$KDIR/kubeconfig"
@@ -70,6 +89,7 @@ START_TIMEOUT="${KUBE_START_TIMEOUT:-120}"
 export LC_NUMERIC=C
 
 export SCRIPT=kube.sh
+[[ "$INSTANCE" == default ]] || SCRIPT="kube.sh[$INSTANCE]"
 # shellcheck source=scripts/lib/processes.sh
 source "$ROOT/scripts/lib/processes.sh"
 
@@ -587,6 +607,13 @@ cmd_restart_apiserver() {
     log "restarted kube-apiserver in $(since "$t0")s"
 }
 
+cmd_stop_apiserver() {
+    if ! read_ports || ! running_pid etcd >/dev/null; then
+        die "not running (scripts/kube.sh start)"
+    fi
+    stop_one kube-apiserver
+}
+
 rss() { awk '/^VmRSS/ { printf "%.0f MiB", $2 / 1024 }' "/proc/$1/status" 2>/dev/null; }
 
 cmd_status() {
@@ -636,9 +663,10 @@ main() {
         stop) lock; cmd_stop ;;
         status) cmd_status ;;
         restart-apiserver) lock; cmd_restart_apiserver ;;
+        stop-apiserver) lock; cmd_stop_apiserver ;;
         env) cmd_env ;;
         *)
-            echo "usage: $0 {build|start|stop|status|restart-apiserver|env}" >&2
+            echo "usage: [KUBE_INSTANCE=NAME] $0 {build|start|stop|status|restart-apiserver|stop-apiserver|env}" >&2
             return 2
             ;;
     esac

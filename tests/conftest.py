@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -217,4 +218,142 @@ def kafka_sasl_ssl(request: pytest.FixtureRequest) -> SaslSslBroker:
 
 # ============================================================================
 # end of the Kafka over SASL_SSL block
+# ============================================================================
+
+
+# ============================================================================
+# MultiKueue: three API servers at once (a manager and two workers), each an
+# instance of scripts/kube.sh (KUBE_INSTANCE=NAME), for the tests marked `kube`
+# that federate clusters
+# ============================================================================
+MULTIKUEUE_INSTANCES = ("mk-manager", "mk-worker1", "mk-worker2")
+
+
+@dataclass(frozen=True)
+class KubeInstance:
+    """One running ``scripts/kube.sh`` instance: its name and kubeconfig."""
+
+    name: str
+    kubeconfig: Path
+
+    def command(self, command: str, timeout: float = 180) -> None:
+        """Run ``KUBE_INSTANCE=name scripts/kube.sh COMMAND``; fail the test if it fails."""
+        done = _kube_instance_sh(self.name, command, timeout)
+        if done.returncode != 0:
+            pytest.fail(
+                f"KUBE_INSTANCE={self.name} scripts/kube.sh {command} failed "
+                f"(exit {done.returncode}):\n{done.stderr[-4000:]}",
+                pytrace=False,
+            )
+
+    def stop_apiserver(self) -> None:
+        """Make the cluster unreachable (etcd keeps its data)."""
+        self.command("stop-apiserver")
+
+    def start_apiserver(self) -> None:
+        """Bring a stopped API server back on the same port."""
+        self.command("restart-apiserver")
+
+
+@dataclass(frozen=True)
+class MultiKueueServers:
+    manager: KubeInstance
+    worker1: KubeInstance
+    worker2: KubeInstance
+
+
+def _kube_instance_sh(name: str, command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(KUBE_SH), command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+        env={**os.environ, "KUBE_INSTANCE": name},
+    )
+
+
+def _running_kubeconfig(name: str) -> Path | None:
+    lines = _kube_instance_sh(name, "status", timeout=30).stdout.splitlines()
+    first = lines[0].split() if lines else []
+    if first[:1] == ["running"] and len(first) == 3:
+        return Path(first[2])
+    return None
+
+
+@pytest.fixture(scope="session")
+def multikueue_servers() -> Iterator[MultiKueueServers]:
+    """Three real API servers: ``manager``, ``worker1``, ``worker2``.
+
+    - ``KUEUESTREAM_MULTIKUEUE_INSTANCES=manager,worker1,worker2`` (instance names
+      of ``scripts/kube.sh`` already running for this checkout; what ``.ci/run``
+      does): those.
+    - unset under ``CI=true``: the test FAILS; CI must never skip these tests.
+    - unset elsewhere: reuse the instances ``mk-manager``, ``mk-worker1`` and
+      ``mk-worker2`` that run, start the others (in parallel), and stop the
+      ones started here when the session ends.
+    """
+    given = os.environ.get("KUEUESTREAM_MULTIKUEUE_INSTANCES", "").strip()
+    if given:
+        names = tuple(n.strip() for n in given.split(","))
+        if len(names) != 3:
+            pytest.fail(
+                f"KUEUESTREAM_MULTIKUEUE_INSTANCES={given}: want three scripts/kube.sh "
+                "instance names, manager,worker1,worker2",
+                pytrace=False,
+            )
+        found = {name: _running_kubeconfig(name) for name in names}
+        missing = [name for name, path in found.items() if path is None]
+        if missing:
+            pytest.fail(
+                f"KUEUESTREAM_MULTIKUEUE_INSTANCES: {', '.join(missing)} not running "
+                "(KUBE_INSTANCE=NAME scripts/kube.sh start)",
+                pytrace=False,
+            )
+        yield MultiKueueServers(*(KubeInstance(n, p) for n, p in found.items() if p is not None))
+        return
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(
+            "KUEUESTREAM_MULTIKUEUE_INSTANCES is not set under CI=true: .ci/run must start "
+            "three instances (KUBE_INSTANCE=NAME scripts/kube.sh start) and export their names",
+            pytrace=False,
+        )
+
+    started: list[str] = []
+    paths: dict[str, Path] = {}
+    starting: dict[str, subprocess.Popen[str]] = {}
+    for name in MULTIKUEUE_INSTANCES:
+        path = _running_kubeconfig(name)
+        if path is not None:
+            paths[name] = path
+            continue
+        starting[name] = subprocess.Popen(
+            ["bash", str(KUBE_SH), "start"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "KUBE_INSTANCE": name},
+        )
+    failures: list[str] = []
+    for name, proc in starting.items():
+        out, err = proc.communicate(timeout=1800)
+        if proc.returncode != 0:
+            failures.append(f"{name} (exit {proc.returncode}):\n{err[-2000:]}")
+            continue
+        paths[name] = Path(out.strip().splitlines()[-1])
+        if "already running" not in err:
+            started.append(name)
+    try:
+        if failures:
+            pytest.fail("scripts/kube.sh start failed for " + "\n".join(failures), pytrace=False)
+        yield MultiKueueServers(*(KubeInstance(n, paths[n]) for n in MULTIKUEUE_INSTANCES))
+    finally:
+        for name in started:
+            _kube_instance_sh(name, "stop", timeout=120)
+
+
+# ============================================================================
+# end of the MultiKueue block
 # ============================================================================

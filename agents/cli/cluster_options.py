@@ -52,12 +52,15 @@ def watch_options(args: argparse.Namespace) -> WatchOptions | None:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
+    namespace = getattr(args, "multikueue_namespace", None)
+    multikueue = {"multikueue_namespace": namespace} if namespace else {}
     return WatchOptions(
         kubeconfig=args.kubeconfig,
         context=args.context,
         cluster=args.cluster,
         config_file=Path(args.config) if args.config else None,
         config_map=config_map,
+        **multikueue,
     )
 
 

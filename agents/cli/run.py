@@ -34,6 +34,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     folder.add_argument("--once", action="store_true", help="process what is there now, then stop")
     cluster = p.add_argument_group("with --kubeconfig or --in-cluster")
     add_cluster_options(cluster)
+    cluster.add_argument(
+        "--multikueue-namespace",
+        metavar="NAMESPACE",
+        help="on a MultiKueue manager: the namespace of the Secrets holding the workers' kubeconfigs "
+        "(default kueue-system)",
+    )
     add_metrics_option(cluster)
     add_shadow_options(cluster)
     add_lease_options(p, "kueuestream-run")
@@ -51,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
             "shadow": "--shadow",
             "shadow_report": "--shadow-report",
             "leader_elect": "--leader-elect",
+            "multikueue_namespace": "--multikueue-namespace",
         }
         given = [flag for attr, flag in flags.items() if getattr(args, attr) not in (None, False, "")]
         if args.metrics_port == 0:  # 0 == False, yet the flag was given
@@ -75,6 +82,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not metrics_port_usable(args):
         return 2
+    if args.multikueue_namespace is not None:
+        from kueuestream.admission.names import label_problem
+
+        problem = label_problem(args.multikueue_namespace)
+        if problem is not None:
+            print(f"error: --multikueue-namespace: {problem}", file=sys.stderr)
+            return 2
     from kueuestream.agents.kube.runtime import Operating, run_cluster
 
     options = watch_options(args)

@@ -2,9 +2,10 @@
 
 A cluster without Kueue installs these (``kueuestream crds``) and can then
 hold ResourceFlavors, AdmissionChecks, ClusterQueues, Cohorts, LocalQueues,
-WorkloadPriorityClasses and Workloads for Kueuestream to admit. Each CRD
+WorkloadPriorityClasses and Workloads for Kueuestream to admit, and
+MultiKueueConfigs and MultiKueueClusters for a MultiKueue manager. Each CRD
 serves and stores v1beta2 only, with the status subresource where Kueue has
-one (AdmissionCheck, ClusterQueue, Cohort, LocalQueue, Workload).
+one (AdmissionCheck, ClusterQueue, Cohort, LocalQueue, Workload, MultiKueueCluster).
 
 The schemas come from the pydantic models in ``kueuestream.admission.api``
 (``model_json_schema(by_alias=True)``), made structural as the API server
@@ -49,6 +50,7 @@ from kueuestream.admission.api.kueue import (
     Workload,
     WorkloadPriorityClass,
 )
+from kueuestream.admission.api.multikueue import MultiKueueCluster, MultiKueueConfig
 from kueuestream.admission.quantity import Quantity
 
 GROUP = "kueue.x-k8s.io"
@@ -129,6 +131,15 @@ CRD_KINDS: tuple[CrdKind, ...] = (
             ("Admitted", "string", ".status.conditions[?(@.type=='Admitted')].status"),
             ("Finished", "string", ".status.conditions[?(@.type=='Finished')].status"),
         ),
+    ),
+    CrdKind(MultiKueueConfig, "multikueueconfigs", False, False),
+    CrdKind(
+        MultiKueueCluster,
+        "multikueueclusters",
+        False,
+        True,
+        (),
+        (("Active", "string", ".status.conditions[?(@.type=='Active')].status"),),
     ),
 )
 

@@ -23,6 +23,16 @@ ResourceFlavors that the watch brought (:class:`~.cache.ObjectCache`):
    marks the Workload Finished with reason ``FailedToStart``;
 7. a running Job whose Workload is not admitted: stop it.
 
+MultiKueue, as upstream's ``ensureOneWorkload`` and the MultiKueue Job adapter:
+
+- a Job labelled ``kueue.x-k8s.io/prebuilt-workload-name`` (a worker's copy)
+  uses the Workload of that name instead of creating one: it waits for it to
+  exist, and makes itself its controller (``EnsurePrebuiltWorkloadOwnership``)
+  when no other object controls it;
+- a Job whose admitted Workload carries an admission check of the MultiKueue
+  controller (a manager's Job), or whose ``spec.managedBy`` is
+  ``kueue.x-k8s.io/multikueue``, is never unsuspended here: a worker runs it.
+
 There is no admission webhook: Jobs must be created with ``suspend: true``
 (as with Kueue's ``manageJobsWithoutQueueName: false`` and no webhook), and a
 Job created running is suspended as soon as it is seen, step 7.
@@ -45,6 +55,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kueuestream.admission import job_workload as jw
+from kueuestream.admission.jobs import JOB_UID_LABEL
+from kueuestream.admission.multikueue.names import CONTROLLER_NAME as MULTIKUEUE_CONTROLLER
+from kueuestream.admission.multikueue.names import PREBUILT_WORKLOAD_LABEL
 from kueuestream.admission.status import (
     ADMITTED,
     EVICTED,
@@ -74,7 +87,7 @@ log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
 JobKey = tuple[str, str]  # namespace, name
 
-CACHED_KINDS = frozenset({"Job", "Workload", "ResourceFlavor"})
+CACHED_KINDS = frozenset({"Job", "Workload", "ResourceFlavor", "AdmissionCheck"})
 FAILED_TO_START = "FailedToStart"
 # Eviction reasons after which Kueue marks the Workload Requeued=True.
 REQUEUE_REASONS = ("Preempted", "NodeFailures")
@@ -163,6 +176,16 @@ def cleared_status(workload: Manifest, when_ms: int) -> Manifest:
     return {"admission": None, "conditions": conditions}
 
 
+def prebuilt_workload(job: Manifest) -> str:
+    """The prebuilt Workload a Job names in its ``prebuilt-workload-name`` label, or ""."""
+    return jw.labels_of(job).get(PREBUILT_WORKLOAD_LABEL, "")
+
+
+def has_controller(obj: Manifest) -> bool:
+    refs = jw.as_list(jw.metadata_of(obj).get("ownerReferences"))
+    return any(isinstance(r, dict) and r.get("controller") is True for r in refs)
+
+
 class JobIntegration:
     """Reconciles queued Jobs with their Workloads; fed watch events, acting on the cluster."""
 
@@ -196,6 +219,9 @@ class JobIntegration:
         if key is None or not reconcile:
             return
         job = self._job_of(key, event.object or before)
+        if job is None and key[0] == "Workload" and event.object is not None:
+            # A prebuilt Workload that its Job does not control yet.
+            job = self._prebuilt_user(key[1], key[2])
         if job is not None:
             self.enqueue(job)
 
@@ -208,6 +234,14 @@ class JobIntegration:
             owner = jp.owner_job(obj)
             if owner is not None:
                 return (namespace, owner)
+        return None
+
+    def _prebuilt_user(self, namespace: str, workload: str) -> JobKey | None:
+        """The Job that names ``workload`` as its prebuilt Workload, if the cache has one."""
+        for _, ns, name in self.cache.keys("Job"):
+            job = self.cache.get(("Job", ns, name))
+            if ns == namespace and job is not None and prebuilt_workload(job) == workload:
+                return (ns, name)
         return None
 
     def enqueue(self, key: JobKey) -> None:
@@ -286,8 +320,15 @@ class JobIntegration:
         job = self.cache.get(("Job", namespace, name))
         if job is None or not jw.queue_name(job):
             return
-        wl_key: Key = ("Workload", namespace, jw.job_workload_name(job))
+        prebuilt = prebuilt_workload(job)
+        wl_key: Key = ("Workload", namespace, prebuilt or jw.job_workload_name(job))
         workload = self.cache.get(wl_key)
+        if prebuilt and workload is None:
+            return  # created by the manager that dispatched this Job; it comes through the watch
+        if prebuilt and workload is not None and not has_controller(workload):
+            workload = await self._take_ownership(job, wl_key, workload)
+            if workload is None:
+                return
         if workload is not None and jp.owner_job(workload) != name:
             self._problem(
                 f"Job {namespace}/{name}: Workload {wl_key[2]} exists but is not controlled by this Job; "
@@ -319,11 +360,27 @@ class JobIntegration:
                 await self._clear_reservation(wl_key, workload)
             return
         if jp.is_suspended(job):
-            if jp.condition_true(workload, ADMITTED):
+            if jp.condition_true(workload, ADMITTED) and not self.runs_remotely(job, workload):
                 await self._start(job, wl_key, workload)
             return
         if not jp.condition_true(workload, ADMITTED):
             await self._stop(job, workload)
+
+    def runs_remotely(self, job: Manifest, workload: Manifest) -> bool:
+        """Whether a MultiKueue worker runs this Job, so that it stays suspended here."""
+        spec = job.get("spec")
+        if isinstance(spec, dict) and spec.get("managedBy") == MULTIKUEUE_CONTROLLER:
+            return True
+        status = workload.get("status")
+        checks = status.get("admissionChecks") if isinstance(status, dict) else None
+        for state in jw.as_list(checks):
+            if not isinstance(state, dict):
+                continue
+            check = self.cache.get(("AdmissionCheck", "", str(state.get("name", ""))))
+            check_spec = check.get("spec") if check is not None else None
+            if isinstance(check_spec, dict) and check_spec.get("controllerName") == MULTIKUEUE_CONTROLLER:
+                return True
+        return False
 
     # --- writes --------------------------------------------------------------------
 
@@ -360,6 +417,31 @@ class JobIntegration:
             return
         self.cache.put(key, created)
         self.counters.workloads_created += 1
+
+    async def _take_ownership(self, job: Manifest, key: Key, workload: Manifest) -> Manifest | None:
+        """``EnsurePrebuiltWorkloadOwnership``: the Job becomes the prebuilt Workload's controller."""
+        meta = jw.metadata_of(job)
+        uid = str(meta.get("uid", ""))
+        owner = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": meta.get("name", ""),
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        refs = [r for r in jw.as_list(jw.metadata_of(workload).get("ownerReferences")) if isinstance(r, dict)]
+        patch_meta: Manifest = {
+            "resourceVersion": resource_version(workload),
+            "ownerReferences": [*refs, owner],
+        }
+        if uid:
+            patch_meta["labels"] = {JOB_UID_LABEL: uid}
+        return await self._write(
+            "taking ownership of the prebuilt Workload",
+            key,
+            lambda: self.objects.patch(WORKLOADS, key[1], key[2], {"metadata": patch_meta}),
+        )
 
     async def _patch_job(self, job: Manifest, patch: Manifest, what: str) -> Manifest | None:
         meta = jw.metadata_of(job)

@@ -60,6 +60,9 @@ KINDS_WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("LocalQueue", KUEUE_GROUP, ("v1beta2", "v1beta1"), "localqueues", True, True),
     WatchedKind("Workload", KUEUE_GROUP, ("v1beta2", "v1beta1"), "workloads", True, True),
     WatchedKind("Job", "batch", ("v1",), "jobs", True, True, label_selector=QUEUE_NAME_LABEL),
+    # Optional: only a MultiKueue manager has them.
+    WatchedKind("MultiKueueConfig", KUEUE_GROUP, ("v1beta2", "v1beta1"), "multikueueconfigs", False, False),
+    WatchedKind("MultiKueueCluster", KUEUE_GROUP, ("v1beta2", "v1beta1"), "multikueueclusters", False, False),
     WatchedKind("DeviceClass", RESOURCE_GROUP, ("v1", "v1beta2", "v1beta1"), "deviceclasses", False, False),
     WatchedKind(
         "ResourceSlice", RESOURCE_GROUP, ("v1", "v1beta2", "v1beta1"), "resourceslices", False, False

@@ -132,6 +132,14 @@ class KubeObjects:
         self._may_write()
         return await self._call("PATCH", resource.path(namespace, name, subresource), body, MERGE_PATCH)
 
-    async def delete(self, resource: Resource, namespace: str, name: str) -> Manifest:
+    async def delete(self, resource: Resource, namespace: str, name: str, propagation: str = "") -> Manifest:
+        """Delete an object; ``propagation`` (``Background``, ``Orphan``, ...) decides its dependents."""
         self._may_write()
-        return await self._call("DELETE", resource.path(namespace, name))
+        body = (
+            {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+            if propagation
+            else None
+        )
+        return await self._call(
+            "DELETE", resource.path(namespace, name), body, "application/json" if body else ""
+        )

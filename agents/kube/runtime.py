@@ -22,6 +22,13 @@ written to the cluster: no status, no Job started or stopped, no Workload
 created; the decisions and the Workloads' live status go to the comparison
 instead of the applier and the job integration.
 
+MultiKueue. On a manager (a cluster with MultiKueueClusters), the runtime
+also runs :class:`~kueuestream.agents.kube.multikueue.side.MultiKueueSide`:
+a link per worker whose events go into the same log with the cluster name
+``multikueue:<name>``, and the executor of the dispatcher's decisions
+(``kueue.multikueue`` to ``kueue.multikueue.applied``). Only the manager's own
+events reach the job integration.
+
 Restart. The watcher resumes from the resourceVersions in the log; the
 pipeline rebuilds itself from the log; the job integration takes the log's
 watch events in and reconciles every Job; decisions without an outcome in
@@ -39,6 +46,7 @@ from pathlib import Path
 from typing import TextIO, TypeVar
 
 from kueuestream.admission.engine import Engine
+from kueuestream.admission.multikueue.names import DEFAULT_SECRETS_NAMESPACE
 from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.serve import run_dashboard
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
@@ -47,6 +55,7 @@ from kueuestream.agents.kube.client import RETRY_FOREVER, KubeConnection, connec
 from kueuestream.agents.kube.cluster_side import ClusterSide, decode_watch
 from kueuestream.agents.kube.config_file import config_file_event
 from kueuestream.agents.kube.lease import LeaseSettings, leadership
+from kueuestream.agents.kube.multikueue.side import MultiKueueSide, is_manager_event
 from kueuestream.agents.kube.resources import kinds_to_watch
 from kueuestream.agents.kube.rest import KubeObjects
 from kueuestream.agents.kube.serving import applied_batches, cancel_on_signals, run_service
@@ -96,6 +105,7 @@ class EmbeddedCluster:
         on_error: Callable[[ErrorRecord], None] | None = None,
         metrics: KueueSeries | None = None,
         shadow: ShadowComparison | None = None,
+        multikueue_namespace: str = DEFAULT_SECRETS_NAMESPACE,
     ) -> None:
         self.conn = conn
         self.metrics = metrics
@@ -111,6 +121,20 @@ class EmbeddedCluster:
         self.pipeline = EmbeddedPipeline(log, cluster=True, on_decision=self._decided, on_error=on_error)
         self.names = self.pipeline.names
         self.applied_partitions = log.ensure_topic_sync(self.names.applied, self.pipeline.partitions)
+        # Shadow mode writes nothing to any cluster, so it dispatches nothing either.
+        self.multikueue = (
+            None
+            if shadow is not None
+            else MultiKueueSide(
+                log,
+                self.names,
+                self.objects,
+                self,
+                namespace=multikueue_namespace,
+                origin=lambda: self.pipeline.multikueue.dispatcher.fed.settings.origin,
+                cached=lambda kind, ns, name: self.side.cache.get((kind, ns, name)),
+            )
+        )
         self._outcomes: list[AppliedRecord] = []
         # Decisions made by the pipeline and not yet handed to the applier.
         self._fresh: list[DecisionRecord] = []
@@ -142,6 +166,9 @@ class EmbeddedCluster:
         else:
             queued = self.side.restore(watch, decisions, applied)
         self._pump()
+        if self.multikueue is not None:
+            # After the pump: the dispatcher has rebuilt its settings (the origin) from the log.
+            queued += self.multikueue.start(watch)
         self._hand_on()
         return queued
 
@@ -156,7 +183,10 @@ class EmbeddedCluster:
             if self.shadow is not None:
                 self.shadow.observe(events)
             else:
-                self.side.observe(events)
+                # A worker's copies share their names with the manager's objects.
+                self.side.observe([e for e in events if is_manager_event(e)])
+            if self.multikueue is not None:
+                self.multikueue.observe(events)
             self._hand_on()
 
     def _pump(self, events: Sequence[WatchEvent] = ()) -> None:
@@ -206,6 +236,8 @@ class EmbeddedCluster:
                 self.shadow.decide(decision)
             else:
                 self.side.decide(decision)
+        if self.multikueue is not None:
+            self.multikueue.hand_on()
         self.flush()
 
     # --- time and outcomes ---------------------------------------------------------
@@ -225,7 +257,10 @@ class EmbeddedCluster:
         self._outcomes.append(record)
 
     def flush(self) -> None:
-        """Append the outcomes reported so far to ``kueue.applied``, one batch per partition."""
+        """Append the outcomes reported so far to ``kueue.applied``, one batch per partition
+        (and MultiKueue's to ``kueue.multikueue.applied``)."""
+        if self.multikueue is not None:
+            self.multikueue.flush()
         if not self._outcomes:
             return
         records, self._outcomes = self._outcomes, []
@@ -242,6 +277,8 @@ class EmbeddedCluster:
     async def settle(self) -> None:
         """Wait until the job integration and the applier have nothing left to do."""
         await self.side.idle()
+        if self.multikueue is not None:
+            await self.multikueue.idle()
         self.flush()
 
 
@@ -257,7 +294,13 @@ async def open_cluster(
 ) -> tuple[EmbeddedCluster, Watcher]:
     """The runtime started from ``log``, and a watcher resuming from it that feeds it."""
     runtime = EmbeddedCluster(
-        conn, log, on_decision=on_decision, on_error=on_error, metrics=metrics, shadow=shadow
+        conn,
+        log,
+        on_decision=on_decision,
+        on_error=on_error,
+        metrics=metrics,
+        shadow=shadow,
+        multikueue_namespace=options.multikueue_namespace,
     )
     runtime.start()
     ledger = await ledger_from_log(log, runtime.names.watch, options.cluster or conn.cluster)
@@ -267,6 +310,8 @@ async def open_cluster(
             await runtime.emit([event])
             ledger.record(event)
     watcher = Watcher(conn, runtime, ledger, kinds_to_watch(options.config_map))
+    if runtime.multikueue is not None:
+        runtime.multikueue.synced = watcher.synced.is_set
     return runtime, watcher
 
 
@@ -286,6 +331,8 @@ async def serve(runtime: EmbeddedCluster, watcher: Watcher) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if runtime.multikueue is not None:
+            await runtime.multikueue.close()
         await runtime.side.applier.idle()
         runtime.flush()
 

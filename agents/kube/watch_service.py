@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from kueuestream.admission.multikueue.names import DEFAULT_SECRETS_NAMESPACE
 from kueuestream.agents.faust_worker.publish import ensure_topics
 from kueuestream.agents.kafka_commands import run_with_kafka
 from kueuestream.agents.kube.client import KubeConnection
@@ -38,6 +39,8 @@ class WatchOptions:
     cluster: str | None = None  # default: the kubeconfig's name for the context's cluster
     config_file: Path | None = None
     config_map: tuple[str, str] | None = None  # namespace, name
+    # run --kubeconfig on a MultiKueue manager: where the Secrets of its workers' kubeconfigs are.
+    multikueue_namespace: str = DEFAULT_SECRETS_NAMESPACE
 
 
 def parse_config_map(value: str) -> tuple[str, str]:

@@ -25,6 +25,8 @@ KINDS = {
     "ClusterQueue",
     "LocalQueue",
     "Workload",
+    "MultiKueueConfig",
+    "MultiKueueCluster",
 }
 
 
@@ -66,7 +68,14 @@ def test_every_crd_is_structural_v1beta2_with_its_status_subresource() -> None:
         assert structural_problems(schema, kind) == []
         # The API server owns metadata; a CRD may not constrain it beyond name.
         assert schema["properties"]["metadata"] == {"type": "object"}
-        has_status = kind in {"AdmissionCheck", "ClusterQueue", "Cohort", "LocalQueue", "Workload"}
+        has_status = kind in {
+            "AdmissionCheck",
+            "ClusterQueue",
+            "Cohort",
+            "LocalQueue",
+            "Workload",
+            "MultiKueueCluster",
+        }
         assert ("subresources" in version) == has_status
         assert ("status" in schema["properties"]) == has_status
 
