@@ -8,6 +8,9 @@
 #                             (the PLAINTEXT listener; a SASL_SSL one runs beside it, see below)
 #   scripts/kafka.sh stop     stop the broker and wait for it to exit
 #   scripts/kafka.sh status   "running PID BOOTSTRAP" (exit 0) or "stopped" (exit 1)
+#   scripts/kafka.sh kill     SIGKILL the broker (a crash): its storage, config and ports stay
+#   scripts/kafka.sh resume   start the broker again on the storage and ports it had, wait until
+#                             ready; prints 127.0.0.1:PORT (tests that crash the broker mid-run)
 #
 # Files, all under .kafka/ in the repo root (git-ignored):
 #   libs/            the jars          bootstrap   127.0.0.1:PORT of the running broker
@@ -338,6 +341,42 @@ cmd_stop() {
     log "stopped (pid $pid)"
 }
 
+cmd_kill() {
+    local pid
+    pid="$(running_pid)" || die "not running"
+    kill -KILL "$pid"
+    while alive "$pid"; do sleep 0.1; done
+    log "killed (pid $pid); storage kept for resume"
+}
+
+cmd_resume() {
+    local pid port deadline
+    if pid="$(running_pid)"; then
+        log "already running (pid $pid)"
+        cat "$BOOTFILE"
+        return 0
+    fi
+    [[ -f "$KDIR/server.properties" && -d "$DATA" && -f "$BOOTFILE" ]] \
+        || die "nothing to resume in $KDIR: use start"
+    port="$(cut -d: -f2 "$BOOTFILE")"
+    java_opts
+    nohup java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.Kafka "$KDIR/server.properties" \
+        >>"$LOGS/stdout.log" 2>&1 </dev/null 9>&- &
+    pid=$!
+    echo "$pid" >"$PIDFILE"
+    deadline=$((SECONDS + START_TIMEOUT))
+    while ((SECONDS < deadline)); do
+        alive "$pid" || die "broker exited while resuming; see $LOGS/server.log"
+        if probe "127.0.0.1:$port"; then
+            log "resumed in ${SECONDS}s (pid $pid)"
+            cat "$BOOTFILE"
+            return 0
+        fi
+        sleep 0.25
+    done
+    die "broker not ready ${START_TIMEOUT}s after resume; see $LOGS/server.log"
+}
+
 cmd_status() {
     local pid
     if pid="$(running_pid)"; then
@@ -355,8 +394,10 @@ case "${1:-}" in
     start) lock; cmd_start ;;
     stop) lock; cmd_stop ;;
     status) cmd_status ;;
+    kill) lock; cmd_kill ;;
+    resume) lock; cmd_resume ;;
     *)
-        echo "usage: $0 {fetch|start|stop|status}" >&2
+        echo "usage: $0 {fetch|start|stop|status|kill|resume}" >&2
         exit 2
         ;;
 esac

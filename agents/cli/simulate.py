@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
-from kueuestream.agents.kafka_commands import EXIT_INVALID
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("simulate", help="run a Kueue scheduler-benchmark scenario in virtual time")
@@ -23,25 +20,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a Kueue Configuration to run under; give it twice to compare two side by side",
     )
     p.add_argument("--out", metavar="DIR", default="simulation", help="summary, stats and plots")
-    p.add_argument("--broker", metavar="kafka://HOST:PORT", help="run through Kafka instead of embedded")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_kafka_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kueuestream.agents.simulator.command import run_simulate
 
-    kafka = None
-    if args.broker is not None:
-        kafka = settings_or_report(args, args.broker)
-        if kafka is None:
-            return EXIT_INVALID
     return run_simulate(
         args.generator,
         rangespec=args.rangespec,
         configs=list(args.config or []),
         out=args.out,
-        broker=kafka,
         progress=not args.no_progress,
     )

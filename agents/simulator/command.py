@@ -9,13 +9,12 @@ from typing import Any, TextIO
 
 import yaml
 
-from kueuestream.agents.kafka_commands import EXIT_FAILED, EXIT_INVALID, report_invalid
+from kueuestream.agents.kafka_commands import EXIT_FAILED, EXIT_INVALID
 from kueuestream.agents.simulator.generator import GeneratorError
-from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline, KafkaSimPipeline
+from kueuestream.agents.simulator.pipeline import EmbeddedSimPipeline
 from kueuestream.agents.simulator.plots import admission_plot, usage_plot
 from kueuestream.agents.simulator.scenario_run import ProgressBar, SimResult, run_scenario, scenario_from
 from kueuestream.agents.simulator.summary import RangeSpec, check, class_admission_times
-from kueuestream.streams.kafka_settings import KafkaSettings, KafkaSettingsError, KafkaTarget, kafka_settings
 from kueuestream.streams.log import LogError
 
 
@@ -96,23 +95,16 @@ def run_simulate(
     rangespec: str | None = None,
     configs: Sequence[str] = (),
     out: str = "simulation",
-    broker: KafkaTarget | None = None,
     progress: bool = True,
     stream: TextIO | None = None,
 ) -> int:
     stream = stream or sys.stdout
-    kafka: KafkaSettings | None = None
     try:
-        if broker is not None:
-            kafka = kafka_settings(broker)
         scenario = scenario_from(generator)
         spec = RangeSpec.load(rangespec) if rangespec else None
         runs: list[tuple[str, list[dict[str, Any]]]] = (
             [(Path(c).stem, [_load_config(c)]) for c in configs] if configs else [("", [])]
         )
-    except KafkaSettingsError as err:
-        report_invalid(err)
-        return EXIT_INVALID
     except (GeneratorError, OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID
@@ -122,10 +114,10 @@ def run_simulate(
         run_dir = out_dir / label if label and len(runs) > 1 else out_dir
         bar = ProgressBar(f"simulate {label}".strip(), enabled=progress and sys.stderr.isatty())
         try:
-            pipeline = KafkaSimPipeline(kafka) if kafka else EmbeddedSimPipeline(run_dir / "log")
+            pipeline = EmbeddedSimPipeline(run_dir / "log")
             result = run_scenario(scenario, pipeline, extra_objects=extra, progress=bar)
         except LogError as err:
-            print(f"error: {kafka.redact(str(err)) if kafka else err}", file=sys.stderr)
+            print(f"error: {err}", file=sys.stderr)
             return EXIT_FAILED
         finally:
             bar.close()

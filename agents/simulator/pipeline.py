@@ -1,20 +1,17 @@
-"""The pipeline as the simulator drives it: embedded over a local log, or over Kafka.
+"""The pipeline as the simulator drives it: embedded, over a local log.
 
-Both run the same agents (ingest, admission, applier) through
-:class:`kueuestream.agents.embedded.pipeline.EmbeddedPipeline`; only the log differs. The
-simulator's manifests become watch events stamped with virtual time, so the
-log it leaves behind replays like any other.
+The agents (ingest, admission, applier) run through
+:class:`kueuestream.agents.embedded.pipeline.EmbeddedPipeline`. The simulator's
+manifests become watch events stamped with virtual time, so the log it leaves
+behind replays like any other.
 """
 
 from __future__ import annotations
 
-import asyncio
 import shutil
-import threading
-import uuid
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kueuestream.admission.events import Decision
 from kueuestream.agents.embedded.memory_log import SyncLog
@@ -23,12 +20,7 @@ from kueuestream.agents.log_entries import CLOCK_TICK, batch_marker
 from kueuestream.agents.sources.watch_events import as_batch, identify, watch_event
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.file_log import FileLog
-from kueuestream.streams.kafka_log import KafkaLog
-from kueuestream.streams.kafka_settings import KafkaTarget
-from kueuestream.streams.log import KeyedRecords, Position, Record
 from kueuestream.streams.schemas import DecisionRecord, WatchEventType
-
-T = TypeVar("T")
 
 
 class _Driver:
@@ -71,70 +63,3 @@ class EmbeddedSimPipeline(_Driver):
         if path.exists():
             shutil.rmtree(path)
         super().__init__(FileLog(path, fsync=False))
-
-
-class _SyncKafkaLog:
-    """KafkaLog's async calls made synchronous on a private event-loop thread."""
-
-    def __init__(self, broker: KafkaTarget) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._log = KafkaLog(broker)
-        try:
-            self._run(self._log.start())
-        except BaseException:
-            self._stop_loop()
-            raise
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def ensure_topic_sync(self, topic: str, partitions: int | None = None) -> int:
-        return self._run(self._log.ensure_topic(topic, partitions))
-
-    def partitions_sync(self, topic: str) -> int:
-        return self._run(self._log.partitions(topic))
-
-    def end_offsets_sync(self, topic: str) -> dict[int, int]:
-        return self._run(self._log.end_offsets(topic))
-
-    def append_many_sync(
-        self, topic: str, records: KeyedRecords, *, partition: int | None = None
-    ) -> list[Position]:
-        return self._run(self._log.append_many(topic, list(records), partition=partition))
-
-    def read_sync(
-        self, topic: str, partition: int, from_offset: int = 0, *, until: int | None = None
-    ) -> Iterator[Record]:
-        async def collect() -> list[Record]:
-            return [r async for r in self._log.read(topic, partition, from_offset, until=until)]
-
-        return iter(self._run(collect()))
-
-    def close_sync(self) -> None:
-        try:
-            self._run(self._log.close())
-        finally:
-            self._stop_loop()
-
-    def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-
-
-class KafkaSimPipeline(_Driver):
-    """Over topics of a real Kafka broker, named apart so runs never mix."""
-
-    def __init__(self, broker: KafkaTarget) -> None:
-        self.prefix = f"sim-{uuid.uuid4().hex[:8]}."
-        names = TopicNames(self.prefix)
-        log = _SyncKafkaLog(broker)
-        # Kafka knows the partition counts of the bare topic names only: create the prefixed ones first.
-        try:
-            for topic, count in names.partition_counts().items():
-                log.ensure_topic_sync(topic, count)
-        except BaseException:
-            log.close_sync()
-            raise
-        super().__init__(log, names)

@@ -20,7 +20,6 @@ import pytest
 from kueuestream.agents.cli.kafka_options import OPTIONS, settings_from
 from kueuestream.agents.cli.main import build_parser, main
 from kueuestream.streams.kafka_settings import KafkaSettingsError
-from tests.helpers import TWO_JOBS
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = str(REPO / "config" / "examples" / "team-queues")
@@ -31,22 +30,19 @@ REFUSED = "127.0.0.1:1"
 
 def commands(tmp_path: Path, broker: str) -> dict[str, list[str]]:
     """Every Kafka-using command, reaching ``broker``."""
-    generator = tmp_path / "generator.yaml"
-    generator.write_text(TWO_JOBS)
     return {
         "worker": ["worker", "--broker", broker, "--datadir", str(tmp_path / "faust")],
         "publish": ["publish", EXAMPLE, "--broker", broker],
         "replay": ["replay", broker],
         "export": ["export", "--broker", broker, "--out", str(tmp_path / "exported")],
         "import": ["import", EXAMPLE, "--broker", broker],
-        "simulate": ["simulate", str(generator), "--broker", broker, "--out", str(tmp_path / "sim")],
         "watch": ["watch", "--kubeconfig", str(tmp_path / "kubeconfig"), "--broker", broker],
         "apply": ["apply", "--kubeconfig", str(tmp_path / "kubeconfig"), "--broker", broker],
     }
 
 
 # The commands that reach Kafka first; watch and apply reach the cluster first.
-COMMANDS = ("worker", "publish", "replay", "export", "import", "simulate")
+COMMANDS = ("worker", "publish", "replay", "export", "import")
 ALL_COMMANDS = (*COMMANDS, "watch", "apply")
 
 

@@ -5,7 +5,7 @@ The listener is the one ``scripts/kafka.sh`` starts beside the PLAINTEXT one
 every client for a certificate signed by that CA, and it knows one user for
 PLAIN (JAAS) and SCRAM-SHA-256/512 (added by ``kafka-storage format --add-scram``).
 
-- the log, a worker, publish, replay, export/import and the simulator work
+- the log, a worker, publish, replay and export/import work
   with the right settings, given as flags, as variables or in the URL;
 - a wrong password ends each command with one clear line (no traceback, no
   password); an untrusted broker certificate or a missing client certificate
@@ -15,7 +15,6 @@ PLAIN (JAAS) and SCRAM-SHA-256/512 (added by ``kafka-storage format --add-scram`
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import signal
 import subprocess
@@ -31,14 +30,12 @@ import pytest
 from kueuestream.admission.events import Action
 from kueuestream.agents.cli.main import main
 from kueuestream.agents.embedded.runtime import admit_documents
-from kueuestream.agents.simulator.command import run_simulate
 from kueuestream.agents.sources.manifests import load_paths
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams import codec
 from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.kafka_settings import Given, KafkaSettings, build_kafka_settings
 from kueuestream.streams.schemas import DecisionRecord
-from tests.helpers import TWO_JOBS
 from tests.kafka.sasl_ssl_broker import SaslSslBroker
 
 pytestmark = pytest.mark.kafka
@@ -238,20 +235,6 @@ def test_export_and_import_over_sasl_ssl(kafka_sasl_ssl: SaslSslBroker, prefix: 
     assert asyncio.run(watch_values(again)) == asyncio.run(watch_values(prefix))
 
 
-def test_the_simulator_runs_through_kafka_over_sasl_ssl(
-    kafka_sasl_ssl: SaslSslBroker, tmp_path: Path
-) -> None:
-    """Same figures as the embedded run (tests/simulator: 83.33% for these two jobs)."""
-    generator = tmp_path / "g.yaml"
-    generator.write_text(TWO_JOBS)
-    out = io.StringIO()
-    settings = settings_of(kafka_sasl_ssl, "SCRAM-SHA-256")
-    status = run_simulate(str(generator), out=str(tmp_path / "o"), broker=settings, stream=out)
-    assert status == 0, out.getvalue()
-    assert "ClusterQueue class cq: usage" in out.getvalue()
-    assert "83.3%" in out.getvalue()
-
-
 # --- with the wrong settings -------------------------------------------------------------------
 
 
@@ -263,7 +246,6 @@ def test_the_simulator_runs_through_kafka_over_sasl_ssl(
         ("replay", "SCRAM-SHA-256"),
         ("export", "SCRAM-SHA-512"),
         ("import", "PLAIN"),
-        ("simulate", "SCRAM-SHA-256"),
     ],
 )
 def test_a_wrong_password_fails_with_one_clear_line(
@@ -272,15 +254,12 @@ def test_a_wrong_password_fails_with_one_clear_line(
     wrong = tmp_path / "wrong-password"
     wrong.write_text(WRONG + "\n")
     way = Way(kafka_sasl_ssl, mechanism, WAYS[mechanism], password_file=wrong)
-    generator = tmp_path / "g.yaml"
-    generator.write_text(TWO_JOBS)
     args = {
         "worker": ["worker", "--broker", "{url}", "--datadir", str(tmp_path / "faust")],
         "publish": ["publish", str(EXAMPLE), "--broker", "{url}"],
         "replay": ["replay", "{url}"],
         "export": ["export", "--broker", "{url}", "--out", str(tmp_path / "out")],
         "import": ["import", str(tmp_path), "--broker", "{url}"],
-        "simulate": ["simulate", str(generator), "--broker", "{url}", "--out", str(tmp_path / "sim")],
     }[command]
     done = way.run(*args)
     output = done.stdout + done.stderr
