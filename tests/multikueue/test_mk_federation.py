@@ -63,7 +63,12 @@ async def test_dispatch_first_admit_wins_and_completion_flows_back(
         entry = check_state(wl, fl.check)
         assert fl.cluster("w2") in entry["message"]
         assert wl["status"]["clusterName"] == fl.cluster("w2")
-        assert is_true(wl, "Admitted")
+
+        # The engine admits once it sees the check Ready: a write of its own after the executor's.
+        async def admitted() -> bool:
+            return is_true(await manager_workload(fl, first) or {}, "Admitted")
+
+        await eventually(admitted, "the manager's Workload Admitted", 30)
 
         async def w1_clean() -> bool:
             return await fl.copies("w1") == ([], [])
