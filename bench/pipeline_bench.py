@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/pipeline_bench.py [--events 2000] [--replay-events 100000]
                                              [--broker HOST:PORT --workers 1]
+                                             [--recovery-events 10000 100000]
 
 - embedded, streaming: one Workload event at a time through the embedded
   runtime on its durable file log (fsync on), each processed to its decision
@@ -12,6 +13,15 @@
   of them published one by one at --rate per second (below saturation), from
   the publish being acknowledged to the decision being committed and read by a
   read_committed consumer.
+- recovery (with --broker): for each --recovery-events count, a history of that
+  many watch events (Workloads arriving, finishing and deleted, so the live
+  state stays bounded) is decided by the embedded runtime and copied into fresh
+  Kafka topics, with the group's offsets at their ends. One worker starts, a
+  new Workload per cohort makes it rebuild each shard's partition from offset 0
+  and write a snapshot; it is killed (SIGKILL) and started again, and new
+  Workloads make it recover again, now from the snapshots. Printed: each
+  partition's rebuild (from 0, then from the snapshot: restore + the log after
+  it), the ingest routing rebuild, and restart -> new Workloads decided.
 - replay: a log of --replay-events watch events (about twice as many admission
   records) replayed from an embedded log directory, every decision compared
   byte for byte.
@@ -26,6 +36,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -36,10 +48,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
+
 from kueuestream.agents.audit.replay import verify  # noqa: E402
 from kueuestream.agents.embedded.memory_log import MemoryLog  # noqa: E402
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline  # noqa: E402
 from kueuestream.agents.faust_worker.processes import WorkerProcesses  # noqa: E402
+from kueuestream.agents.faust_worker.publish import ensure_topics  # noqa: E402
 from kueuestream.agents.sources.watch_events import as_batch, identify, listing_order, watch_event  # noqa: E402
 from kueuestream.agents.topic_names import TopicNames  # noqa: E402
 from kueuestream.streams import codec  # noqa: E402
@@ -84,6 +99,28 @@ def event(manifest: dict[str, Any], type_: WatchEventType, ts: int) -> WatchEven
 def listing(ts: int) -> list[WatchEvent]:
     items = [i for i in (identify(m) for m in cluster()) if not isinstance(i, str)]
     return as_batch([watch_event(i, WatchEventType.ADDED, ts) for i in listing_order(items)], ts)
+
+
+def recovery_stream(n: int, seed: int = 3) -> list[WatchEvent]:
+    """Arrivals, each finishing 16 arrivals later and deleted 16 arrivals after that."""
+    rng = random.Random(seed)
+    out: list[WatchEvent] = []
+    live: list[dict[str, Any]] = []
+    finished: list[dict[str, Any]] = []
+    i = 0
+    while len(out) < n:
+        ts = T0 + 1000 + len(out)
+        wl = workload(i, rng)
+        i += 1
+        out.append(event(wl, WatchEventType.ADDED, ts))
+        live.append(wl)
+        if len(live) > 16:
+            done = finished_workload(live.pop(0))
+            out.append(event(done, WatchEventType.MODIFIED, ts))
+            finished.append(done)
+        if len(finished) > 16:
+            out.append(event(finished.pop(0), WatchEventType.DELETED, ts))
+    return out[:n]
 
 
 def stream(n: int, seed: int = 1) -> list[tuple[str, WatchEvent]]:
@@ -222,6 +259,124 @@ def bench_kafka(broker: str, n: int, workers: int, rate: float) -> None:
     )
 
 
+# --- recovery -------------------------------------------------------------------------
+
+REBUILT = re.compile(r"admission partition (\d+) rebuilt from offset (\d+) up to offset (\d+) in ([0-9.]+)s")
+INGEST = re.compile(r"ingest routing rebuilt from \S+ offset (\d+) up to offset (\d+) in ([0-9.]+)s")
+ROUTING_RESTORED = re.compile(r"ingest routing: restored the snapshot at offset \d+ \((\d+) bytes\)")
+SNAPSHOT_WRITTEN = re.compile(r"admission partition (\d+): snapshot at offset \d+ written")
+RESTORED = re.compile(r"admission partition (\d+): restored the snapshot at offset (\d+) \((\d+) bytes\)")
+
+
+async def copy_history(broker: str, group: WorkerProcesses, log: MemoryLog) -> None:
+    """The embedded run's watch, admission and decision logs into the group's topics, with the
+    group's offsets at their ends."""
+    names = group.names
+    async with KafkaLog(broker) as kafka:
+        await ensure_topics(kafka, names)
+        tps = []
+        for base, topic in (
+            ("kueue.watch", names.watch),
+            ("kueue.admission", names.admission),
+            ("kueue.decisions", names.decisions),
+        ):
+            for p in range(log.partitions_sync(base)):
+                values = [(r.key, r.value) for r in log.read_sync(base, p)]
+                for i in range(0, len(values), 5000):
+                    await kafka.append_many(topic, values[i : i + 5000], partition=p)
+                tps.append(TopicPartition(topic, p))
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker, group_id=group.app_id, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign(tps)
+            await consumer.commit(await consumer.end_offsets(tps))
+        finally:
+            await consumer.stop()
+
+
+async def decide_probes(broker: str, names: TopicNames, tag: str) -> float:
+    """One new Workload per cohort; seconds until each has a committed decision."""
+    probes = [cpu_workload(f"probe-{tag}-{c}", f"lq-{c}-0", 1, namespace=NS) for c in range(4)]
+    wanted = {p["metadata"]["name"] for p in probes}
+    async with KafkaLog(broker) as kafka, TopicReader(broker, names.decisions, 6) as decisions:
+        for tp in decisions.consumer.assignment():
+            decisions.consumer.seek(tp, (await kafka.end_offsets(names.decisions))[tp.partition])
+        start = time.perf_counter()
+        values = [codec.encode(event(p, WatchEventType.ADDED, T0 + 10_000_000)) for p in probes]
+        await kafka.append_many(names.watch, [(b"", v) for v in values], partition=0)
+        seen: set[str] = set()
+        deadline = time.monotonic() + 900
+        while not wanted <= seen:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"probes not decided: {sorted(wanted - seen)}")
+            for part in await decisions.poll(timeout_ms=50):
+                seen |= {codec.decode(v, DecisionRecord).ref.name for v in part}
+        return time.perf_counter() - start
+
+
+def rebuilds(log_text: str) -> str:
+    parts = [
+        f"p{p} {int(end) - int(start):,} records in {float(secs):.2f}s"
+        for p, start, end, secs in REBUILT.findall(log_text)
+        if int(end) > 0
+    ]
+    return "; ".join(parts) or "none"
+
+
+def bench_recovery(broker: str, n: int) -> None:
+    events = recovery_stream(n)
+    log = MemoryLog()
+    pipeline = EmbeddedPipeline(log)
+    pipeline.submit(listing(T0))
+    for ev in events:
+        pipeline.submit([ev])
+    pipeline.pump()
+    records = sum(log.end_offsets_sync("kueue.admission").values())
+    with tempfile.TemporaryDirectory() as tmp:
+        group = WorkerProcesses.isolated(broker, 1, Path(tmp), tag="recovery", clock=False)
+        asyncio.run(copy_history(broker, group, log))
+        with group:
+            first = asyncio.run(decide_probes(broker, group.names, "a"))
+            # The probes' records come after each partition's rebuild: the snapshot is taken then.
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                text = group.log_of(0)
+                rebuilt = {p for p, start, end, _ in REBUILT.findall(text) if int(end) > 0}
+                written = set(SNAPSHOT_WRITTEN.findall(text))
+                if rebuilt <= written and "ingest routing: snapshot at offset" in text:
+                    break
+                time.sleep(0.5)
+            cold = group.log_of(0)
+            group.kill(0, signal.SIGKILL)
+            started = time.perf_counter()
+            group.start(0)
+            group.wait_settled()
+            settled = time.perf_counter() - started
+            again = asyncio.run(decide_probes(broker, group.names, "b"))
+            total = time.perf_counter() - started
+            warm = group.log_of(0)
+    sizes = ", ".join(f"p{p} {int(size) / 1e6:.2f} MB" for p, _, size in RESTORED.findall(warm))
+    routing = ROUTING_RESTORED.findall(warm)
+    if routing:
+        sizes += f", routing {int(routing[-1]) / 1e6:.2f} MB"
+    ingest = INGEST.findall(warm)
+    print(f"recovery, {n:,} watch events of history ({records:,} admission records):")
+    print(
+        f"  first start, from offset 0: {rebuilds(cold)}; new Workloads decided {first:.2f}s after publishing"
+    )
+    print(f"  restart, from the snapshots ({sizes}): {rebuilds(warm)}")
+    if ingest:
+        start, end, secs = ingest[-1]
+        print(
+            f"  restart, ingest routing rebuilt from watch offset {start} up to {int(end):,} "
+            f"in {float(secs):.2f}s"
+        )
+    print(
+        f"  restart -> group settled {settled:.2f}s; -> new Workloads decided {total:.2f}s "
+        f"({again:.2f}s after publishing)"
+    )
+
+
 # --- replay -----------------------------------------------------------------------------
 
 
@@ -269,12 +424,18 @@ def main() -> int:
     parser.add_argument("--broker", help="HOST:PORT of a Kafka broker (the Kafka run is skipped without it)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--rate", type=float, default=50.0, help="events/s of the Kafka latency run")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["embedded", "kafka", "replay"])
+    parser.add_argument(
+        "--recovery-events", type=int, nargs="*", default=[10_000, 100_000], help="history lengths (Kafka)"
+    )
+    parser.add_argument("--skip", nargs="*", default=[], choices=["embedded", "kafka", "recovery", "replay"])
     args = parser.parse_args()
     if "embedded" not in args.skip:
         bench_embedded(args.events)
     if args.broker and "kafka" not in args.skip:
         bench_kafka(args.broker, args.events, args.workers, args.rate)
+    if args.broker and "recovery" not in args.skip:
+        for n in args.recovery_events:
+            bench_recovery(args.broker, n)
     if "replay" not in args.skip and args.replay_events:
         bench_replay(args.replay_events)
     return 0

@@ -6,6 +6,7 @@ import argparse
 
 from kueuestream.agents.cli.kafka_options import add_broker_options, with_broker_settings
 from kueuestream.agents.cli.metrics_options import add_metrics_option, metrics_port_usable
+from kueuestream.agents.faust_worker.snapshots import DEFAULT_SNAPSHOT_EVERY
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,9 +25,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the watch comes from a cluster (kueuestream watch): its job integration creates the "
         "Workloads and stops the jobs, and kueuestream apply writes the decisions",
     )
+    p.add_argument(
+        "--snapshot-every",
+        type=_records,
+        default=DEFAULT_SNAPSHOT_EVERY,
+        metavar="RECORDS",
+        help="write a snapshot of an admission partition's state every RECORDS records, so a restart "
+        f"reads only the log after it (default {DEFAULT_SNAPSHOT_EVERY}; 0: none)",
+    )
     add_broker_options(p)
     add_metrics_option(p)
     p.set_defaults(func=run)
+
+
+def _records(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a record count: give a whole number, 0 or more")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,5 +64,6 @@ def run(args: argparse.Namespace) -> int:
             clock=not args.no_clock,
             cluster=args.cluster,
             metrics_port=args.metrics_port,
+            snapshot_every=args.snapshot_every,
         ),
     )

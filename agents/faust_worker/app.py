@@ -18,13 +18,14 @@ before its input is acknowledged; after a crash it may be sent again, and the
 admission agent recognises the copy by its origin.
 
 State. The authoritative state of both stateful agents is a function of their
-input log, rebuilt by reading it: ingest's routing tables from ``kueue.watch``,
-each admission partition's engines from its records. Ingest keeps its tables
-while it is given the offset it expects, reads the records in between when
-given a later one (another worker processed them), and starts over from
-offset 0 when given an earlier one. An admission partition is rebuilt from
-offset 0 whenever it is (re)assigned or given anything but the expected
-offset, because its decision writer must fence the previous owner first. A
+input log, rebuilt from the newest snapshot (:mod:`.snapshots`) and the log
+after it, or from offset 0 without one: ingest's routing tables from
+``kueue.watch``, each admission partition's engines from its records. Ingest
+keeps its tables while it is given the offset it expects, reads the records in
+between when given a later one (another worker processed them), and starts
+over when given an earlier one. An admission partition is rebuilt whenever it
+is (re)assigned or given anything but the expected offset, because its
+decision writer must fence the previous owner first. A
 rebuild sends again, checked against the log, any admission record its input
 should have produced and that is missing: Faust can skip records after a
 rebalance, and this repairs it. Faust's in-memory table store keeps the
@@ -44,12 +45,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import faust
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from faust.types import TP
 
 from kueuestream.admission.engine import Engine
@@ -62,6 +64,18 @@ from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.serve import worker_dashboard
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
+from kueuestream.agents.faust_worker.snapshots import (
+    DEFAULT_SNAPSHOT_EVERY,
+    TOPIC_CONFIG,
+    Coverage,
+    RoutingSnapshot,
+    Snapshot,
+    SnapshotStore,
+    encode_state,
+    encode_tables,
+    record_digest,
+    snapshot_topic,
+)
 from kueuestream.agents.ingest import IngestHandler
 from kueuestream.agents.ingest_routing import TABLES
 from kueuestream.agents.kafka_commands import run_with_kafka
@@ -90,6 +104,8 @@ COMMIT_INTERVAL = 0.1
 T = TypeVar("T")
 CLOCK_INTERVAL = 0.25
 METRICS_INTERVAL = 1.0
+# How long a snapshot waits for what it covers to be delivered and committed before it is dropped.
+SNAPSHOT_WAIT = 60.0
 APPLIED_DETAIL = "no cluster attached: the status is recorded in kueue.applied"
 
 
@@ -103,6 +119,7 @@ class Runtime:
         names: TopicNames,
         job_controller: bool,
         cluster: bool = False,
+        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
     ) -> None:
         self.app = app
         self.settings = settings
@@ -116,8 +133,13 @@ class Runtime:
         self.views: dict[str, Any] = {
             name: app.Table(name, partitions=self.partitions, schema=schema) for name in VIEW_TABLES
         }
+        self.ingest_tables: dict[str, MirroredTable] = {}
         self.ingest = self._new_ingest()
         self.ingest_next: int | None = None
+        # As covered_from and since_snapshot below, for ingest's routing tables.
+        self.ingest_covered_from: int | None = None
+        self.ingest_since_snapshot = 0
+        self._routing_snapshot: asyncio.Task[None] | None = None
         self.admission = AdmissionHandler(
             partitions=self.partitions,
             admission_topic=names.admission,
@@ -125,6 +147,20 @@ class Runtime:
         )
         self.next_offset: dict[int, int] = {}
         self.writers: dict[int, DecisionWriter] = {}
+        # Snapshots (see snapshots.py); 0 records between two means none are written.
+        self.snapshot_every = snapshot_every
+        self._snapshots: SnapshotStore | None = None
+        # Per admission partition: decisions made by the records before next_offset, records
+        # since the last snapshot, and, after a restore, the first offset the stream gave
+        # (records from there up to the snapshot's offset are in the snapshot already).
+        self.made: dict[int, int] = {}
+        self.since_snapshot: dict[int, int] = {}
+        self.covered_from: dict[int, int] = {}
+        self._snapshotting: dict[int, asyncio.Task[None]] = {}
+        # Seconds the last snapshot took to encode, and when it was taken: encoding stops the
+        # agent, so snapshots are spaced to take at most a tenth of its time.
+        self._snapshot_cost = 0.0
+        self._snapshot_at = 0.0
         # View keys written per shard, to remove those of ClusterQueues that left it.
         self._view_keys: dict[str, set[str]] = {}
         self._kafka: KafkaLog | None = None
@@ -141,11 +177,25 @@ class Runtime:
 
     async def kafka(self) -> KafkaLog:
         if self._kafka is None:
-            self._kafka = KafkaLog(self.settings, client_id=f"{self.app.conf.id}-side")
+            self._kafka = KafkaLog(
+                self.settings,
+                client_id=f"{self.app.conf.id}-side",
+                topic_configs={snapshot_topic(self.names): TOPIC_CONFIG},
+            )
             await self._kafka.start()
         return self._kafka
 
+    async def snapshots(self) -> SnapshotStore:
+        if self._snapshots is None:
+            self._snapshots = SnapshotStore(
+                await self.kafka(), await self.producer(), self.names, self.partitions
+            )
+        return self._snapshots
+
     async def close(self) -> None:
+        for task in [*self._snapshotting.values(), self._routing_snapshot]:
+            if task is not None:
+                task.cancel()
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
@@ -185,37 +235,77 @@ class Runtime:
 
     # --- state from the logs --------------------------------------------------------------
 
-    def _new_ingest(self) -> IngestHandler:
+    def _new_ingest(self, data: Mapping[str, dict[str, Any]] | None = None) -> IngestHandler:
         tables = {name: MirroredTable(self.tables[name]) for name in TABLES}
+        for name, table in tables.items():
+            table.data = dict((data or {}).get(name, {}))
+        self.ingest_tables = tables
         return IngestHandler(
             tables, partitions=self.partitions, watch_topic=self.names.watch, cluster=self.cluster
         )
 
     async def ingest_catch_up(self, offset: int) -> None:
-        """Make the routing tables reflect every watch event before ``offset``."""
+        """Make the routing tables reflect every watch event before ``offset``.
+
+        Given an earlier offset than expected (or none expected yet), start over
+        from the newest routing snapshot, or from offset 0. Right after a restore,
+        events the snapshot covers may come first: they are let through here and
+        skipped by the agent.
+        """
         expected = self.ingest_next
-        if expected == offset:
+        covered = self.ingest_covered_from
+        if expected == offset or (
+            expected is not None and covered is not None and covered <= offset < expected
+        ):
             return
+        started, ends = time.perf_counter(), None
         if expected is None or expected > offset:
             self.ingest, expected = self._new_ingest(), 0
+            snapshot = await self.usable_routing() if self.snapshot_every > 0 else None
+            if snapshot is not None:
+                self.ingest, expected, ends = (
+                    self._new_ingest(snapshot.tables),
+                    snapshot.offset,
+                    snapshot.ends,
+                )
+        first = expected
+        if offset < expected:
+            self.ingest_next, self.ingest_covered_from = expected, offset
+            log.info("ingest routing restored up to offset %d; given offset %d", expected, offset)
+            return
+        self.ingest_covered_from = None
         kafka = await self.kafka()
         outs: list[Out] = []
         async for record in kafka.read(self.names.watch, 0, expected, until=offset):
             outs += self.ingest.handle(record.offset, record.value)
         self.ingest_next = offset
-        await self.send_missing(outs)
-        log.info("ingest routing rebuilt from %s up to offset %d", self.names.watch, offset)
+        self.ingest_since_snapshot = offset - first
+        await self.send_missing(outs, ends)
+        log.info(
+            "ingest routing rebuilt from %s offset %d up to offset %d in %.3fs",
+            self.names.watch,
+            first,
+            offset,
+            time.perf_counter() - started,
+        )
 
     async def catch_up(self, partition: int, offset: int) -> DecisionWriter:
         """Make the engines of ``partition`` reflect every record before ``offset``; its writer.
 
         Anything but the expected offset means another worker had the partition,
         our last records come again, or records were skipped: start over from
-        offset 0, fencing whoever wrote decisions last.
+        the newest snapshot (or offset 0), fencing whoever wrote decisions last.
+        Right after a restore, records the snapshot covers may come first; they
+        are let through here and skipped by the agent.
         """
         writer = self.writers.get(partition)
         expected = self.next_offset.get(partition)
-        if writer is not None and writer.failed is None and expected == offset:
+        if (
+            writer is not None
+            and writer.failed is None
+            and expected is not None
+            and (expected == offset or self.covered_from.get(partition, expected) <= offset < expected)
+        ):
             return writer
         log.info(
             "admission partition %d: rebuilding for offset %d (expected %s, writer %s)",
@@ -225,22 +315,182 @@ class Runtime:
             "failed" if writer is not None and writer.failed else "ok",
         )
         await self.forget(partition)
+        started = time.perf_counter()
+        snapshot = await self.usable_snapshot(partition) if self.snapshot_every > 0 else None
         writer = DecisionWriter(self.settings, self.app.conf.id, self.names.decisions, partition)
-        await writer.start()
+        await writer.start(snapshot.covers.writer if snapshot is not None else None)
         self.writers[partition] = writer
+        start, made, ends = 0, 0, None
+        if snapshot is not None:
+            self.admission.states[partition] = snapshot.state
+            start, made, ends = snapshot.covers.offset, snapshot.covers.decisions, snapshot.covers.ends
+            writer.resume_after(made)
+            if offset < start:
+                self.covered_from[partition] = offset
+        log.info(
+            "admission partition %d: reading the log from offset %d up to offset %d",
+            partition,
+            start,
+            max(start, offset),
+        )
         kafka = await self.kafka()
         outs: list[Out] = []
-        async for record in kafka.read(self.names.admission, partition, 0, until=offset):
+        async for record in kafka.read(self.names.admission, partition, start, until=offset):
             emitted = self.admission.feed(partition, record.offset, record.value)
+            made += len(emitted.decisions)
             produced = self.admission.outs(partition, emitted)
             writer.write([(o.key, o.value) for o in produced if o.role == Role.DECISIONS])
             outs += [o for o in produced if o.role == Role.ADMISSION]
-        self.next_offset[partition] = offset
-        await self.send_missing(outs)
-        log.info("admission partition %d rebuilt from its log up to offset %d", partition, offset)
+        self.next_offset[partition] = max(start, offset)
+        self.made[partition] = made
+        self.since_snapshot[partition] = max(0, offset - start)
+        await self.send_missing(outs, ends)
+        log.info(
+            "admission partition %d rebuilt from offset %d up to offset %d in %.3fs",
+            partition,
+            start,
+            max(start, offset),
+            time.perf_counter() - started,
+        )
         return writer
 
-    async def send_missing(self, outs: Sequence[Out]) -> None:
+    async def usable_snapshot(self, partition: int) -> Snapshot | None:
+        """The newest snapshot of ``partition`` this worker can take up, or None."""
+        started = time.perf_counter()
+        snapshot = await (await self.snapshots()).latest(partition)
+        if snapshot is None:
+            return None
+        if not await self._holds(
+            self.names.admission, partition, snapshot.covers.offset, snapshot.covers.last
+        ):
+            return None
+        state, handler = snapshot.state, self.admission
+        if (state.config, state.job_controller, state.overrides) != (
+            handler.config,
+            handler.job_controller,
+            dict(handler.overrides or {}),
+        ):
+            log.warning(
+                "admission partition %d: the snapshot at offset %d was taken with other settings "
+                "(job controller, configuration); reading the log from offset 0",
+                partition,
+                snapshot.covers.offset,
+            )
+            return None
+        log.info(
+            "admission partition %d: restored the snapshot at offset %d (%d bytes) in %.3fs",
+            partition,
+            snapshot.covers.offset,
+            snapshot.size,
+            time.perf_counter() - started,
+        )
+        return snapshot
+
+    async def usable_routing(self) -> RoutingSnapshot | None:
+        started = time.perf_counter()
+        snapshot = await (await self.snapshots()).latest_routing(TABLES)
+        if snapshot is not None and not await self._holds(
+            self.names.watch, 0, snapshot.offset, snapshot.last
+        ):
+            return None
+        if snapshot is not None:
+            log.info(
+                "ingest routing: restored the snapshot at offset %d (%d bytes) in %.3fs",
+                snapshot.offset,
+                snapshot.size,
+                time.perf_counter() - started,
+            )
+        return snapshot
+
+    async def _holds(self, topic: str, partition: int, offset: int, last: str) -> bool:
+        """Whether ``topic[partition]`` holds the record a snapshot at ``offset`` says it last covered."""
+        kafka = await self.kafka()
+        value = None
+        if offset > 0:
+            async for record in kafka.read(topic, partition, offset - 1, until=offset):
+                value = record.value
+        if record_digest(value) == last and (offset == 0 or value is not None):
+            return True
+        log.warning(
+            "%s[%d]: the snapshot at offset %d covers other records than this log holds "
+            "(the topic was recreated?); reading the log from offset 0",
+            topic,
+            partition,
+            offset,
+        )
+        return False
+
+    def routing_snapshot_due(self) -> bool:
+        if self.snapshot_every <= 0 or self.ingest_since_snapshot < self.snapshot_every:
+            return False
+        return self._routing_snapshot is None or self._routing_snapshot.done()
+
+    async def take_routing_snapshot(self, acker: InOrderAcker, last: bytes) -> None:
+        """Encode the routing tables now; write them once every record they led to is delivered."""
+        ends = await (await self.kafka()).end_offsets(self.names.admission)
+        assert self.ingest_next is not None
+        offset = self.ingest_next
+        blob = encode_tables({name: table.data for name, table in self.ingest_tables.items()})
+        digest = record_digest(last)
+        self.ingest_since_snapshot = 0
+        delivered = acker.delivered()
+
+        async def publish() -> None:
+            try:
+                if await asyncio.wait_for(delivered, SNAPSHOT_WAIT):
+                    await (await self.snapshots()).write_routing(offset, ends, digest, blob)
+                    log.info("ingest routing: snapshot at offset %d written (%d bytes)", offset, len(blob))
+            except (TimeoutError, KafkaError, LogError) as exc:
+                log.warning("ingest routing: snapshot at offset %d not written: %r", offset, exc)
+
+        self._routing_snapshot = asyncio.ensure_future(publish())
+
+    def snapshot_due(self, partition: int) -> bool:
+        if self.snapshot_every <= 0 or self.since_snapshot.get(partition, 0) < self.snapshot_every:
+            return False
+        task = self._snapshotting.get(partition)
+        if task is not None and not task.done():
+            return False
+        return time.monotonic() - self._snapshot_at >= 9 * self._snapshot_cost
+
+    async def take_snapshot(self, partition: int, acker: InOrderAcker, last: bytes) -> None:
+        """Encode the state of ``partition`` now; write it once everything it covers is delivered."""
+        writer = self.writers[partition]
+        ends = await (await self.kafka()).end_offsets(self.names.admission)
+        state = self.admission.states.get(partition)
+        if state is None or self.writers.get(partition) is not writer or partition not in self.next_offset:
+            return  # revoked meanwhile
+        started = time.monotonic()
+        blob = encode_state(state)
+        self._snapshot_cost, self._snapshot_at = time.monotonic() - started, time.monotonic()
+        offset, made, digest = self.next_offset[partition], self.made[partition], record_digest(last)
+        self.since_snapshot[partition] = 0
+        delivered = acker.delivered()
+
+        async def publish() -> None:
+            try:
+                if not await asyncio.wait_for(delivered, SNAPSHOT_WAIT):
+                    return
+                mark = await asyncio.wait_for(writer.committed_through(made), SNAPSHOT_WAIT)
+                if mark is None:
+                    return
+                covers = Coverage(partition, offset, made, mark, ends, digest)
+                await (await self.snapshots()).write(covers, blob)
+                log.info(
+                    "admission partition %d: snapshot at offset %d written (%d bytes)",
+                    partition,
+                    offset,
+                    len(blob),
+                )
+            except (TimeoutError, KafkaError, LogError) as exc:
+                # A snapshot is an optimisation: without it a restart reads more of the log.
+                log.warning(
+                    "admission partition %d: snapshot at offset %d not written: %r", partition, offset, exc
+                )
+
+        self._snapshotting[partition] = asyncio.ensure_future(publish())
+
+    async def send_missing(self, outs: Sequence[Out], ends: Mapping[int, int] | None = None) -> None:
         """Send the admission records among ``outs`` that are not in the log yet.
 
         Rebuilding produces again everything its input ever produced. Whoever
@@ -248,7 +498,8 @@ class Runtime:
         a rule; but an input can also reach a worker only as part of a rebuild
         (Faust may skip records after a rebalance), and then this is the only
         time its records are produced. Checking by origin keeps the log free of
-        copies.
+        copies. ``ends``, from a snapshot, are offsets before which no record of
+        ``outs`` can be (they came from input after it), so reading starts there.
         """
         wanted = [o for o in outs if o.role == Role.ADMISSION and o.origin is not None]
         if not wanted:
@@ -257,7 +508,7 @@ class Runtime:
         present: dict[int, set[tuple[str, int, int]]] = {}
         for partition in sorted({o.partition for o in wanted}):
             present[partition] = set()
-            async for record in kafka.read(self.names.admission, partition):
+            async for record in kafka.read(self.names.admission, partition, (ends or {}).get(partition, 0)):
                 with contextlib.suppress(DecodeError):
                     origin = decode_entry(record.value).origin
                     present[partition].add((origin.stream, origin.offset, origin.index))
@@ -326,6 +577,7 @@ class Runtime:
     async def forget(self, partition: int) -> None:
         self.admission.drop(partition)
         self.next_offset.pop(partition, None)
+        self.covered_from.pop(partition, None)
         writer = self.writers.pop(partition, None)
         if writer is not None:
             await writer.stop()
@@ -373,21 +625,35 @@ class InOrderAcker:
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
-        self.queue: asyncio.Queue[tuple[Any, list[asyncio.Future[Any]]]] = asyncio.Queue()
+        # (input, its deliveries) or (None, a future set once everything before it is delivered)
+        self.queue: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue()
         self.task = asyncio.ensure_future(self._run())
 
     def add(self, event: Any, deliveries: list[asyncio.Future[Any]]) -> None:
         self.queue.put_nowait((event, deliveries))
 
+    def delivered(self) -> asyncio.Future[bool]:
+        """True once the records of every input added so far are delivered; False if one never is."""
+        passed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.queue.put_nowait((None, passed))
+        return passed
+
     async def _run(self) -> None:
         while True:
             event, deliveries = await self.queue.get()
+            if event is None:
+                deliveries.set_result(True)
+                continue
             try:
                 await asyncio.gather(*deliveries)
             except Exception:
                 # Not acknowledged, so neither is anything after it: the input is
                 # processed again after a restart, and its records sent again.
                 log.exception("a record could not be delivered; acknowledging stops")
+                while not self.queue.empty():
+                    event, deliveries = self.queue.get_nowait()
+                    if event is None:
+                        deliveries.set_result(False)
                 return
             await self.stream.ack(event)
 
@@ -450,6 +716,7 @@ def build_app(
     cluster: bool = False,
     runtime_series: KueueSeries | None = None,
     dashboard: LiveDashboard | None = None,
+    snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
 ) -> tuple[faust.App, Runtime]:
     names = TopicNames(prefix)
     settings = kafka_settings(broker)
@@ -475,7 +742,7 @@ def build_app(
         # hold writes of an aborted transaction, which this check would call fatal.
         recovery_consistency_check=False,
     )
-    runtime = Runtime(app, settings, names, job_controller, cluster)
+    runtime = Runtime(app, settings, names, job_controller, cluster, snapshot_every)
 
     def topic(name: str, partitions: int) -> Any:
         return app.topic(
@@ -502,13 +769,22 @@ def build_app(
         async for event in acked.events():
             offset = event.message.offset
             await runtime.ingest_catch_up(offset)
+            assert runtime.ingest_next is not None
+            if offset < runtime.ingest_next:
+                # In the routing snapshot just restored, with everything it produced.
+                acker.add(event, [])
+                continue
+            runtime.ingest_covered_from = None
             MirroredTable.live = True
             try:
                 outs = runtime.ingest.handle(offset, event.value)
             finally:
                 MirroredTable.live = False
             runtime.ingest_next = offset + 1
+            runtime.ingest_since_snapshot += 1
             acker.add(event, await runtime.queue_outside(outs))
+            if runtime.routing_snapshot_due():
+                await runtime.take_routing_snapshot(acker, event.value)
 
     @app.agent(admission, name="admission")
     async def admit(stream: Any) -> None:
@@ -520,8 +796,15 @@ def build_app(
         async for event in acked.events():
             partition, offset = event.message.partition, event.message.offset
             writer = await runtime.catch_up(partition, offset)
+            if offset < runtime.next_offset[partition]:
+                # In the snapshot just restored, with everything it produced.
+                acker.add(event, [])
+                continue
+            runtime.covered_from.pop(partition, None)
             emitted = runtime.admission.feed(partition, offset, event.value)
             runtime.next_offset[partition] = offset + 1
+            runtime.made[partition] += len(emitted.decisions)
+            runtime.since_snapshot[partition] += 1
             outs = runtime.admission.outs(partition, emitted, event.value)
             writer.write([(o.key, o.value) for o in outs if o.role == Role.DECISIONS])
             runtime.update_views(partition, emitted)
@@ -530,6 +813,8 @@ def build_app(
             if runtime.dashboard is not None:
                 runtime.dashboard.note(emitted.decisions)
             acker.add(event, await runtime.queue_outside([o for o in outs if o.role != Role.DECISIONS]))
+            if runtime.snapshot_due(partition):
+                await runtime.take_snapshot(partition, acker, event.value)
 
     async def apply(stream: Any) -> None:
         # Acked by hand once everything it produced is sent: Faust's own ack also
@@ -614,6 +899,7 @@ def run_worker(
     clock: bool = True,
     cluster: bool = False,
     metrics_port: int | None = None,
+    snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
 ) -> int:
     """``kueuestream worker``: run one Faust worker until it is stopped.
 
@@ -623,6 +909,8 @@ def run_worker(
     for a watch that ``kueuestream watch`` fills from a cluster: ingest runs in
     cluster mode, nothing stands in for the job controller, and there is no
     applier agent, ``kueuestream apply`` writes the decisions to the cluster.
+    ``snapshot_every``: records of an admission partition between two snapshots
+    of its state (0: none; see :mod:`.snapshots`).
 
     The worker first connects on its own to create the topics: settings the
     brokers refuse (a wrong password, an untrusted certificate) end it there,
@@ -654,6 +942,7 @@ def run_worker(
             cluster=cluster,
             runtime_series=KueueSeries(served.registry) if served is not None else None,
             dashboard=worker_dashboard(served.endpoint, settings, prefix) if served is not None else None,
+            snapshot_every=snapshot_every,
         )
         if served is not None:
             served.ready = lambda: runtime.assigned

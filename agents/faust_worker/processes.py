@@ -2,7 +2,8 @@
 
 The Kafka tests and the pipeline benchmark run real workers this way: ``count``
 processes of one app (one consumer group) on one set of topics, each with its
-own Faust data directory and one log file per start under a work directory.
+own Faust data directory and one log file per start under a work directory;
+``snapshot_every`` is passed as ``--snapshot-every`` (None: the worker's default).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class WorkerProcesses:
         topic_prefix: str,
         clock: bool = True,
         loglevel: str = "info",
+        snapshot_every: int | None = None,
     ) -> None:
         self.broker = broker
         self.count = count
@@ -69,19 +71,33 @@ class WorkerProcesses:
         self.names = TopicNames(topic_prefix)
         self.clock = clock
         self.loglevel = loglevel
+        self.snapshot_every = snapshot_every
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * count
         # How many times each worker was started: each start writes a log file of its own.
         self.starts = [0] * count
 
     @classmethod
     def isolated(
-        cls, broker: str, count: int, workdir: Path, *, tag: str = "", clock: bool = True
+        cls,
+        broker: str,
+        count: int,
+        workdir: Path,
+        *,
+        tag: str = "",
+        clock: bool = True,
+        snapshot_every: int | None = None,
     ) -> WorkerProcesses:
         """Workers with an app id and topic prefix of their own, so that runs sharing a broker
         never meet; ``tag`` (letters and digits) makes the names easier to tell apart."""
         ident = uuid.uuid4().hex[:8]
         return cls(
-            broker, count, workdir, app_id=f"ks-{ident}{tag}", topic_prefix=f"t{ident}{tag}.", clock=clock
+            broker,
+            count,
+            workdir,
+            app_id=f"ks-{ident}{tag}",
+            topic_prefix=f"t{ident}{tag}.",
+            clock=clock,
+            snapshot_every=snapshot_every,
         )
 
     def command(self, i: int) -> list[str]:
@@ -102,6 +118,8 @@ class WorkerProcesses:
             "--loglevel",
             self.loglevel,
         ]
+        if self.snapshot_every is not None:
+            cmd += ["--snapshot-every", str(self.snapshot_every)]
         return cmd if self.clock else [*cmd, "--no-clock"]
 
     def log_path(self, i: int) -> Path:

@@ -25,10 +25,16 @@ from tests.pipeline.checks import decode_all
 TIMEOUT = 60.0
 
 
+# Records between two snapshots of an admission partition in the tests: small, so that every
+# rebalance and restart takes a partition up from a snapshot.
+SNAPSHOT_EVERY = 16
+
+
 def worker_group(broker: str, tmp: Path, count: int, *, tag: str = "") -> WorkerProcesses:
     """``count`` workers on topics of their own, writing no clock ticks: time moves only with the
-    events the test writes, so their decisions compare with an embedded run's."""
-    return WorkerProcesses.isolated(broker, count, tmp, tag=tag, clock=False)
+    events the test writes, so their decisions compare with an embedded run's. They write a
+    snapshot every :data:`SNAPSHOT_EVERY` records."""
+    return WorkerProcesses.isolated(broker, count, tmp, tag=tag, clock=False, snapshot_every=SNAPSHOT_EVERY)
 
 
 async def read_topic(kafka: KafkaLog, topic: str) -> list[list[Record]]:
