@@ -24,6 +24,8 @@ PENDING = "Pending"
 READY = "Ready"
 RETRY = "Retry"
 REJECTED = "Rejected"
+# The message of a check an eviction put back to Pending, followed by the state it had.
+RESET_MESSAGE = "Reset to Pending after eviction. Previously: "
 
 # Controllers whose checks Kueue's cache holds to extra rules (pkg/cache/scheduler clusterqueue.go).
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -44,6 +46,8 @@ class CheckState:
     requeue_after_seconds: int | None = None
     retry_count: int | None = None
     pod_set_updates: list[dict[str, Any]] = field(default_factory=list)
+    # The state an eviction reset and its transition time to the second; not part of the status.
+    replaced: tuple[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -137,7 +141,9 @@ def take_reported(
     ignored, and so is one whose transition time is older (by the second, as
     the API keeps it) than the state held: it is a stale copy of an earlier
     status, such as the echo of a status written before an eviction reset the
-    checks.
+    checks. The state an eviction reset, reported with a transition time no
+    newer than the one it had, is such an echo too, even in the second of the
+    reset: taking it back would evict the Workload again at its next reservation.
     """
     by_name = {c.name: c for c in current}
     changed = False
@@ -147,6 +153,9 @@ def take_reported(
             continue
         when = parse_time(s.last_transition_time) if s.last_transition_time else None
         if when is not None and when < held.time_ms - held.time_ms % 1000:
+            continue
+        replaced = held.replaced
+        if when is not None and replaced is not None and s.state == replaced[0] and when <= replaced[1]:
             continue
         if (s.state, s.message, s.requeue_after_seconds, s.pod_set_updates) == (
             held.state,
@@ -158,6 +167,7 @@ def take_reported(
         if s.state != held.state:
             held.state = s.state
             held.time_ms = now_ms if when is None else when
+            held.replaced = None
         held.message = s.message
         held.requeue_after_seconds = s.requeue_after_seconds
         held.pod_set_updates = list(s.pod_set_updates)
@@ -199,7 +209,8 @@ def reset_on_eviction(checks: list[CheckState], now_ms: int) -> None:
             continue
         # Only a Retry is counted; any other state leaves no count behind.
         c.retry_count = (c.retry_count or 0) + 1 if c.state == RETRY else None
-        c.message = f"Reset to Pending after eviction. Previously: {c.state}"
+        c.replaced = (c.state, c.time_ms - c.time_ms % 1000)
+        c.message = RESET_MESSAGE + c.state
         c.pod_set_updates = []
         c.state = PENDING
         c.time_ms = now_ms

@@ -14,7 +14,10 @@ it was computed from, so a write never lands on a version it has not seen:
 - ``status.admissionChecks`` becomes the checks the decision lists, each the
   decision's entry unless the live one has another state and a transition
   time no older than the decision's: that state is a check controller's the
-  engine has not seen yet, and it is kept.
+  engine has not seen yet, and it is kept. Unless the decision's entry is the
+  reset of that very state (an eviction's "Reset to Pending after eviction.
+  Previously: <state>", a Retry counted in ``retryCount``): the engine saw it,
+  and the reset is written even in the second of the state it replaces.
 - When the object already has that status, nothing is written (``Unchanged``).
 - On 409 Conflict the object is read again and the decision re-applied to
   it, but only while it is still the newest decision the applier has for that
@@ -42,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kueuestream.admission import admission_checks as ac
 from kueuestream.admission.events import Action
 from kueuestream.admission.lifecycle import DEACTIVATED_BY_CHECK, REACTIVATED
 from kueuestream.admission.status import EVICTED, REQUEUED
@@ -98,9 +102,25 @@ def _merged_checks(live: Any, decided: Any) -> list[Manifest]:
             current is not None
             and current.get("state") != entry.get("state")
             and _time(current.get("lastTransitionTime")) >= _time(entry.get("lastTransitionTime"))
+            and not _resets(entry, current)
         )
         out.append(current if newer and current is not None else entry)
     return out
+
+
+def _resets(entry: Manifest, current: Manifest) -> bool:
+    """Whether the decided ``entry`` is the eviction's reset of the ``current`` state."""
+    state = current.get("state")
+    if not isinstance(state, str) or entry.get("message") != ac.RESET_MESSAGE + state:
+        return False
+    if state != ac.RETRY:
+        return True
+    # A Retry set again after the reset carries the count the reset left; the reset's is higher.
+    return _count(entry.get("retryCount")) > _count(current.get("retryCount"))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def _time(value: Any) -> int:

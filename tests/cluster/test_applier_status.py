@@ -36,6 +36,29 @@ def test_admission_checks_keep_a_controllers_newer_state() -> None:
     assert not has_status(live, wanted)
 
 
+def test_an_evictions_reset_of_a_check_is_written_in_the_second_of_the_state_it_resets() -> None:
+    """resetChecksOnEviction (pkg/workload/evict): the eviction of a Workload a check put in Retry
+    writes the check back to Pending. Times are kept to the second, so the Retry the engine reset
+    can carry the reset's own second; keeping it would evict the Workload again at its next
+    reservation, over and over. A Retry set again since (the count the reset left) is kept."""
+    second = "2026-01-01T00:00:05Z"
+    live = {"admissionChecks": [{**entry("mk", "Retry", second), "message": "Admitting remote lost"}]}
+    reset = {
+        **entry("mk", "Pending", second),
+        "message": "Reset to Pending after eviction. Previously: Retry",
+        "retryCount": 1,
+    }
+    decided = {"conditions": [], "admissionChecks": [reset]}
+    wanted = merged_status(live, decided)
+    assert wanted["admissionChecks"] == [reset]
+    assert not has_status(live, wanted)
+    again = {**live["admissionChecks"][0], "retryCount": 1}
+    assert merged_status({"admissionChecks": [again]}, decided)["admissionChecks"] == [again]
+    # A state the reset did not replace is a controller's newer one, and kept.
+    ready = entry("mk", "Ready", second)
+    assert merged_status({"admissionChecks": [ready]}, decided)["admissionChecks"] == [ready]
+
+
 def test_checks_and_requeue_state_are_written_and_removed() -> None:
     """status.admissionChecks and status.requeueState follow the decision, None meaning removed."""
     decided = {

@@ -537,3 +537,35 @@ def test_a_rejected_workload_set_active_again_starts_afresh() -> None:
         ]
     )
     assert cond(restarted, "b", "QuotaReserved")[0] == "True"
+
+
+def test_the_echo_of_a_retry_in_the_second_of_its_reset_does_not_evict_again() -> None:
+    """resetChecksOnEviction (pkg/workload/evict): after a Retry the Workload starts its next
+    reservation with the check Pending, so the check's controller (MultiKueue's reconcileGroup)
+    dispatches again. Transition times are kept to the second, so the watch events that still
+    carry the Retry (written before the reset, in the same second) must not bring it back; a state
+    the controller sets afterwards still counts."""
+    r = loaded([check("prov"), *queue([{"name": "prov"}]), wl("a")])
+    r.tick(2_000)
+    retry = reported(wl("a"), r.time_ms, ("prov", "Retry", "Admitting remote lost", None))
+    r.apply(Event(EventType.UPSERT, r.time_ms, manifest=retry))
+    assert cond(r, "a", "QuotaReserved")[0] == "True"
+    for _ in range(3):
+        r.tick(100)
+        r.apply(Event(EventType.UPSERT, r.time_ms, manifest=retry))
+    assert [d.action for d in r.decisions if d.ref.name == "a"] == [
+        Action.QUOTA_RESERVED,
+        Action.EVICTED,
+        Action.QUOTA_RESERVED,
+    ]
+    assert checks(r, "a") == [("prov", "Pending")]
+    # The controller's next states are taken, a new Retry included.
+    r.tick(100)
+    ready = reported(wl("a"), r.time_ms, ("prov", "Ready", "admitted on worker1", None))
+    r.apply(Event(EventType.UPSERT, r.time_ms, manifest=ready))
+    assert cond(r, "a", "Admitted")[0] == "True"
+    r.tick(100)
+    lost = reported(wl("a"), r.time_ms, ("prov", "Retry", "Admitting remote lost", None))
+    r.apply(Event(EventType.UPSERT, r.time_ms, manifest=lost))
+    actions = [d.action for d in r.decisions if d.ref.name == "a"]
+    assert actions[-2:] == [Action.EVICTED, Action.QUOTA_RESERVED]

@@ -38,7 +38,7 @@ from kueuestream.agents.kube.watch_service import WatchOptions
 from kueuestream.agents.kube.watcher import Watcher
 from kueuestream.streams import codec
 from kueuestream.streams.file_log import FileLog
-from kueuestream.streams.schemas import MultiKueueApplied, MultiKueueDecision
+from kueuestream.streams.schemas import DecisionRecord, MultiKueueApplied, MultiKueueDecision
 from tests.cluster.kube_rig import CLUSTER_QUEUES, FLAVORS, LOCAL_QUEUES, NAMESPACES, V, cluster_queue, flavor
 from tests.conftest import KubeInstance, MultiKueueServers
 
@@ -67,6 +67,16 @@ class Running:
     def decisions(self) -> list[MultiKueueDecision]:
         names = self.runtime.names
         return [codec.decode(r.value, MultiKueueDecision) for r in self.log.read_sync(names.multikueue, 0)]
+
+    def engine_actions(self, namespace: str, name: str) -> list[str]:
+        """The engine's decisions about Workload ``namespace/name`` (one partition holds them all)."""
+        topic = self.runtime.names.decisions
+        for partition in range(self.runtime.pipeline.partitions):
+            records = [codec.decode(r.value, DecisionRecord) for r in self.log.read_sync(topic, partition)]
+            actions = [str(d.action) for d in records if (d.ref.namespace, d.ref.name) == (namespace, name)]
+            if actions:
+                return actions
+        return []
 
     def outcomes(self) -> list[MultiKueueApplied]:
         self.runtime.flush()

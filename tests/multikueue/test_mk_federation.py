@@ -63,7 +63,12 @@ async def test_dispatch_first_admit_wins_and_completion_flows_back(
         entry = check_state(wl, fl.check)
         assert fl.cluster("w2") in entry["message"]
         assert wl["status"]["clusterName"] == fl.cluster("w2")
-        assert is_true(wl, "Admitted")
+
+        # The engine admits once it sees the check Ready: a write of its own after the executor's.
+        async def admitted() -> bool:
+            return is_true(await manager_workload(fl, first) or {}, "Admitted")
+
+        await eventually(admitted, "the manager's Workload Admitted", 30)
 
         async def w1_clean() -> bool:
             return await fl.copies("w1") == ([], [])
@@ -152,8 +157,8 @@ async def test_lost_worker_requeues_to_the_other_and_its_stale_copy_goes(
     multikueue_servers: MultiKueueServers, tmp_path: Path
 ) -> None:
     """workerLostTimeout (wlReconciler.reconcileGroup, the admitting worker not connected): after
-    the timeout the check goes Retry, the manager's Workload is evicted and requeued, and runs on
-    the other worker; when the lost worker comes back its stale copy is deleted."""
+    the timeout the check goes Retry, the manager's Workload is evicted and requeued once, and runs
+    on the other worker; when the lost worker comes back its stale copy is deleted."""
     async with fleet(
         multikueue_servers, tmp_path, worker_cpu={"w1": "4", "w2": "4"}, lost_timeout="4s"
     ) as fl:
@@ -187,6 +192,10 @@ async def test_lost_worker_requeues_to_the_other_and_its_stale_copy_goes(
 
             await eventually(moved, f"the Workload running on {other} after workerLostTimeout", 120)
             assert await fl.copies(other) == ([wl_name], ["train"])
+            # One eviction, one requeue: the reset check (resetChecksOnEviction) starts the next
+            # reservation Pending, so the Workload is not evicted again at each reservation.
+            actions = fl.running["manager"].engine_actions(fl.ns, wl_name)
+            assert actions.count("Evicted") == 1, actions
         finally:
             instance.start_apiserver()
 
