@@ -39,6 +39,8 @@ REPO = Path(__file__).resolve().parents[2]
 CRD_KINDS = {c["spec"]["names"]["kind"]: c for c in all_crds()}
 # What the server adds to any object; not part of what the user wrote.
 SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+# Objects a `run` on this server would act on; the examples of them are deleted after.
+MULTIKUEUE_KINDS = ("AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster")
 
 
 def examples() -> list[dict[str, Any]]:
@@ -79,7 +81,7 @@ async def test_crds_are_served_and_every_example_round_trips(kube_config: str) -
         assert "kwl" in names["Workload"].get("shortNames", [])
 
         ns = await namespace(conn, "examples")
-        suffix = unique("x")
+        created: list[str] = []
         cohort = {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "Cohort",
@@ -90,25 +92,42 @@ async def test_crds_are_served_and_every_example_round_trips(kube_config: str) -
         assert {"ResourceFlavor", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue", "Workload"} <= {
             m["kind"] for m in manifests
         }
-        for i, original in enumerate(manifests):
-            sent = copy.deepcopy(original)
-            meta = sent["metadata"]
-            # Cluster-scoped names are shared by every test on this server, and
-            # examples of different folders share names.
-            meta["name"] = f"{meta['name']}-{suffix}-{i}"
-            if CRD_KINDS[sent["kind"]]["spec"]["scope"] == "Namespaced":
-                meta["namespace"] = ns
-            meta.pop("creationTimestamp", None)
-            stored = await create(conn, path_of(sent), sent)
-            if sent.get("status"):
-                # Status is a subresource: written on its own, as Kueue writes it.
-                path = f"{path_of(sent)}/{meta['name']}/status"
-                stored = await merge_patch(conn, path, {"status": sent["status"]})
-            assert comparable(stored) == comparable(sent), f"{sent['kind']} {meta['name']}"
-            # Fields Kueuestream does not read are stored as written.
-            stored_spec = stored.get("spec")
-            for key, value in (sent.get("spec") or {}).items():
-                assert stored_spec[key] == value, f"{sent['kind']} {meta['name']}: spec.{key}"
+        try:
+            await round_trip(conn, manifests, ns, created)
+        finally:
+            # A MultiKueue example left on this shared server would make every later
+            # `run` on it link to the example's workers and write their status.
+            for path in reversed(created):
+                await call(conn, "DELETE", path, None)
+
+
+async def round_trip(conn: Any, manifests: list[dict[str, Any]], ns: str, created: list[str]) -> None:
+    """Create each manifest, then check the server stores what Kueuestream reads.
+
+    The paths of the MultiKueue objects created are appended to ``created``.
+    """
+    suffix = unique("x")
+    for i, original in enumerate(manifests):
+        sent = copy.deepcopy(original)
+        meta = sent["metadata"]
+        # Cluster-scoped names are shared by every test on this server, and
+        # examples of different folders share names.
+        meta["name"] = f"{meta['name']}-{suffix}-{i}"
+        if CRD_KINDS[sent["kind"]]["spec"]["scope"] == "Namespaced":
+            meta["namespace"] = ns
+        meta.pop("creationTimestamp", None)
+        stored = await create(conn, path_of(sent), sent)
+        if sent["kind"] in MULTIKUEUE_KINDS:
+            created.append(f"{path_of(sent)}/{meta['name']}")
+        if sent.get("status"):
+            # Status is a subresource: written on its own, as Kueue writes it.
+            path = f"{path_of(sent)}/{meta['name']}/status"
+            stored = await merge_patch(conn, path, {"status": sent["status"]})
+        assert comparable(stored) == comparable(sent), f"{sent['kind']} {meta['name']}"
+        # Fields Kueuestream does not read are stored as written.
+        stored_spec = stored.get("spec")
+        for key, value in (sent.get("spec") or {}).items():
+            assert stored_spec[key] == value, f"{sent['kind']} {meta['name']}: spec.{key}"
 
 
 def workload(ns: str, name: str) -> dict[str, Any]:
