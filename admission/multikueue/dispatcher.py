@@ -45,7 +45,7 @@ from kueuestream.admission.decode import decode
 from kueuestream.admission.multikueue import names
 from kueuestream.admission.multikueue import objects as o
 from kueuestream.admission.multikueue.decisions import Decision, MultiKueueAction, Observation
-from kueuestream.admission.multikueue.federation import Federation
+from kueuestream.admission.multikueue.federation import ActiveCondition, Federation
 
 Key = tuple[str, str]  # namespace, name
 
@@ -300,17 +300,21 @@ class Dispatcher:
         cond = self.fed.cluster_condition(cluster)
         if cond is None:
             return
+        self._emit_condition(MultiKueueAction.SET_CLUSTER_STATUS, self.cluster_status_sent, cluster, cond)
+
+    def _emit_condition(
+        self,
+        action: MultiKueueAction,
+        sent: dict[str, tuple[bool, str, str]],
+        name: str,
+        cond: ActiveCondition,
+    ) -> None:
+        """Decide an Active condition unless it is the one last decided for ``name``."""
         state = (cond.active, cond.reason, cond.message)
-        if self.cluster_status_sent.get(cluster) == state:
+        if sent.get(name) == state:
             return
-        self.cluster_status_sent[cluster] = state
-        self._emit(
-            MultiKueueAction.SET_CLUSTER_STATUS,
-            name=cluster,
-            active=cond.active,
-            reason=cond.reason,
-            message=cond.message,
-        )
+        sent[name] = state
+        self._emit(action, name=name, active=cond.active, reason=cond.reason, message=cond.message)
 
     def _conditions_changed(self) -> None:
         if self._in_batch:
@@ -324,17 +328,7 @@ class Dispatcher:
             if cond is None:
                 self.check_active_sent.pop(name, None)
                 continue
-            state = (cond.active, cond.reason, cond.message)
-            if self.check_active_sent.get(name) == state:
-                continue
-            self.check_active_sent[name] = state
-            self._emit(
-                MultiKueueAction.SET_CHECK_ACTIVE,
-                name=name,
-                active=cond.active,
-                reason=cond.reason,
-                message=cond.message,
-            )
+            self._emit_condition(MultiKueueAction.SET_CHECK_ACTIVE, self.check_active_sent, name, cond)
 
     def _manager_workload(self, key: Key, event: Observation) -> set[Key]:
         if key not in self.groups and (event.deleted or not o.check_states(event.object)):
