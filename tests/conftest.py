@@ -357,3 +357,56 @@ def multikueue_servers() -> Iterator[MultiKueueServers]:
 # ============================================================================
 # end of the MultiKueue block
 # ============================================================================
+
+
+# ============================================================================
+# A fourth API server for a MultiKueue worker that runs upstream Kueue
+# (tests/multikueue/test_mk_upstream_worker.py): upstream's CRDs and manager go
+# there, never into the instances the other MultiKueue tests share
+# ============================================================================
+UPSTREAM_WORKER_INSTANCE = "mk-upstream"
+
+
+@pytest.fixture(scope="session")
+def upstream_worker_server() -> Iterator[KubeInstance]:
+    """A real API server for upstream Kueue's manager.
+
+    - ``KUEUESTREAM_MULTIKUEUE_UPSTREAM_INSTANCE=NAME`` (a ``scripts/kube.sh``
+      instance already running for this checkout; what ``.ci/run`` does): that one.
+    - unset under ``CI=true``: the test FAILS.
+    - unset elsewhere: instance ``mk-upstream``, reused if it runs, else started
+      here and stopped when the session ends.
+    """
+    given = os.environ.get("KUEUESTREAM_MULTIKUEUE_UPSTREAM_INSTANCE", "").strip()
+    if given:
+        path = _running_kubeconfig(given)
+        if path is None:
+            pytest.fail(
+                f"KUEUESTREAM_MULTIKUEUE_UPSTREAM_INSTANCE={given}: not running "
+                "(KUBE_INSTANCE=NAME scripts/kube.sh start)",
+                pytrace=False,
+            )
+        yield KubeInstance(given, path)
+        return
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(
+            "KUEUESTREAM_MULTIKUEUE_UPSTREAM_INSTANCE is not set under CI=true: .ci/run must start "
+            "a scripts/kube.sh instance for upstream Kueue and export its name",
+            pytrace=False,
+        )
+    path = _running_kubeconfig(UPSTREAM_WORKER_INSTANCE)
+    if path is not None:
+        yield KubeInstance(UPSTREAM_WORKER_INSTANCE, path)
+        return
+    done = _kube_instance_sh(UPSTREAM_WORKER_INSTANCE, "start", timeout=1800)
+    if done.returncode != 0:
+        pytest.fail(f"scripts/kube.sh start failed for {UPSTREAM_WORKER_INSTANCE}:\n{done.stderr[-2000:]}")
+    try:
+        yield KubeInstance(UPSTREAM_WORKER_INSTANCE, Path(done.stdout.strip().splitlines()[-1]))
+    finally:
+        _kube_instance_sh(UPSTREAM_WORKER_INSTANCE, "stop", timeout=120)
+
+
+# ============================================================================
+# end of the upstream worker block
+# ============================================================================

@@ -225,8 +225,12 @@ async def fleet(
     dispatcher: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
     step: int | None = None,
     kubeconfigs: dict[str, bytes] | None = None,
+    upstream_workers: tuple[str, ...] = (),
 ) -> AsyncIterator[Fleet]:
-    """The federation's objects in all three clusters; runtimes are started by the test."""
+    """The federation's objects in all three clusters; runtimes are started by the test.
+
+    ``upstream_workers`` run upstream Kueue: they get upstream's CRDs from the caller, not ours.
+    """
     suffix = uuid.uuid4().hex[:8]
     async with contextlib.AsyncExitStack() as stack:
         manager = await stack.enter_async_context(await connect(servers.manager.kubeconfig))
@@ -234,7 +238,8 @@ async def fleet(
             "w1": await stack.enter_async_context(await connect(servers.worker1.kubeconfig)),
             "w2": await stack.enter_async_context(await connect(servers.worker2.kubeconfig)),
         }
-        await asyncio.gather(install_crds(manager), *(install_crds(c) for c in workers.values()))
+        ours = [c for w, c in workers.items() if w not in upstream_workers]
+        await asyncio.gather(install_crds(manager), *(install_crds(c) for c in ours))
         ns, secrets_ns = f"mk-{suffix}", f"mk-secrets-{suffix}"
         config_path = tmp / "configuration.yaml"
         config_path.write_text(configuration(f"o-{suffix}", lost_timeout, dispatcher, step))
