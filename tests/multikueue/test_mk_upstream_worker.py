@@ -17,10 +17,30 @@ from kueuestream.admission.job_workload import job_workload_name
 from kueuestream.agents.kube.rest import JOBS, WORKLOADS
 from tests.cluster.kube_rig import condition, eventually, is_true
 from tests.conftest import KubeInstance, MultiKueueServers
-from tests.multikueue.fleet import Fleet, fleet
+from tests.multikueue.fleet import Fleet, fleet, now
 from tests.multikueue.upstream_kueue import upstream_kueue
 
 pytestmark = pytest.mark.kube
+
+
+MESSAGE = "all pods of the upstream worker's Job succeeded"
+
+
+async def succeed(fl: Fleet, worker: str, name: str, message: str) -> None:
+    """Mark the worker's Job succeeded with ``message``, as its Job controller would (none runs here)."""
+    stamp = now()
+    conditions = [
+        {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp},
+        {
+            "type": "Complete",
+            "status": "True",
+            "lastTransitionTime": stamp,
+            "lastProbeTime": stamp,
+            "message": message,
+        },
+    ]
+    status = {"conditions": conditions, "startTime": stamp, "completionTime": stamp, "succeeded": 1}
+    await fl.api(worker).patch(JOBS, fl.ns, name, {"status": status}, subresource="status")
 
 
 def check_state(workload: dict[str, Any] | None, check: str) -> dict[str, Any]:
@@ -43,10 +63,11 @@ async def test_upstream_worker_admits_runs_and_finishes(
     (``JobReconciler.ReconcileGenericJob``) takes the copy named by the Job's
     ``kueue.x-k8s.io/prebuilt-workload-name`` label as the Job's Workload
     (``ensurePrebuiltWorkloadInSync`` finds it equivalent) and unsuspends the Job
-    (``startJob``); a succeeded Job finishes that Workload (``workloadfinish.Finish``, reason
-    Succeeded). Our manager follows ``wlReconciler.reconcileGroup``:
-    the copy admitted in w2 wins, the check is Ready naming w2, the copies in w1 are deleted,
-    and the worker's finished Workload finishes the manager's and frees its quota."""
+    (``startJob``); a succeeded Job finishes that Workload (``Job.Finished``,
+    ``workloadfinish.Finish``: reason Succeeded, the Complete condition's message). Our
+    manager follows ``wlReconciler.reconcileGroup``: the copy admitted in w2 wins, the check
+    is Ready naming w2, the copies in w1 are deleted, and the worker's finished Workload
+    finishes the manager's (same reason and message) and frees its quota."""
     ours = multikueue_servers
     servers = MultiKueueServers(ours.manager, ours.worker1, upstream_worker_server)
     with upstream_kueue(upstream_worker_server.kubeconfig, tmp_path / "upstream") as kueue:
@@ -96,19 +117,17 @@ async def test_upstream_worker_admits_runs_and_finishes(
 
             await eventually(second_waits, "the second Job waiting for the manager's quota")
 
-            await fl.complete_remote_job("w2", "first")
-
-            async def remote_finished() -> bool:
-                return is_true(await fl.get("w2", WORKLOADS, wl_name) or {}, "Finished")
-
-            await eventually(remote_finished, "upstream Kueue finished its copy of the Workload", 60)
+            await succeed(fl, "w2", "first", MESSAGE)
 
             async def finished() -> bool:
                 return is_true(await manager_workload(fl, first), "Finished")
 
-            await eventually(finished, "the manager's Workload Finished")
+            await eventually(finished, "the manager's Workload Finished", 60)
+            # Upstream's Job.Finished takes the Complete condition's message, and workloadfinish.Finish
+            # puts it on the copy; the manager's Workload finishes with the copy's reason and message.
             done = condition(await manager_workload(fl, first), "Finished")
-            assert done is not None and done["reason"] == "Succeeded"
+            assert done is not None
+            assert (done["reason"], done["message"]) == ("Succeeded", MESSAGE), kueue.log_tail()
             mirrored = await fl.get("manager", JOBS, "first")
             assert mirrored is not None
             assert mirrored["status"]["succeeded"] == 1
