@@ -51,7 +51,8 @@ cmd_build() {
     fi
     go="$(go_bin)"
     log "building kueue $KUEUE_VERSION ($MODULE/cmd/kueue, ~12 min on a busy 2-core machine with cold Go caches, seconds after)"
-    rm -rf "$src" "$out"
+    # Under the lock no other build runs: a .tmp left here is from one that was killed.
+    rm -rf "$OUT_DIR".tmp.* "$src"
     mkdir -p "$src" "$out"
     # `go install MODULE/cmd/kueue@VERSION` would be the direct way, but it asks the
     # module proxy for the module's version list (to report a deprecation), which a
