@@ -24,15 +24,30 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 KAFKA_SH = REPO_ROOT / "scripts" / "kafka.sh"
 
 
-def _kafka_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def _script(
+    script: Path, command: str, timeout: float, instance: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``bash SCRIPT COMMAND`` (as ``KUBE_INSTANCE=instance`` when given), output captured."""
+    env = None if instance is None else {**os.environ, "KUBE_INSTANCE": instance}
     return subprocess.run(
-        ["bash", str(KAFKA_SH), command],
+        ["bash", str(script), command],
         capture_output=True,
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
         check=False,
+        env=env,
     )
+
+
+def _fail_under_ci(message: str) -> None:
+    """A server the test needs is not given: under ``CI=true`` that is a failure, never a skip."""
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(message, pytrace=False)
+
+
+def _kafka_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return _script(KAFKA_SH, command, timeout)
 
 
 @pytest.fixture(scope="session")
@@ -50,12 +65,10 @@ def kafka_bootstrap() -> Iterator[str]:
     if address:
         yield address
         return
-    if os.environ.get("CI", "").strip().lower() == "true":
-        pytest.fail(
-            "KUEUESTREAM_KAFKA is not set under CI=true: .ci/run must start Kafka "
-            "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA=host:port",
-            pytrace=False,
-        )
+    _fail_under_ci(
+        "KUEUESTREAM_KAFKA is not set under CI=true: .ci/run must start Kafka "
+        "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA=host:port",
+    )
 
     status = _kafka_sh("status", timeout=30).stdout.split()
     if status[:1] == ["running"] and ":" in status[-1]:
@@ -93,14 +106,16 @@ KUBE_SH = REPO_ROOT / "scripts" / "kube.sh"
 
 
 def _kube_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(KUBE_SH), command],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    return _script(KUBE_SH, command, timeout)
+
+
+def _running_kubeconfig(name: str | None) -> Path | None:
+    """The kubeconfig of instance NAME (None: the default instance) if it runs."""
+    lines = _script(KUBE_SH, "status", timeout=30, instance=name).stdout.splitlines()
+    first = lines[0].split() if lines else []
+    if first[:1] == ["running"] and len(first) == 3:
+        return Path(first[2])
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -126,18 +141,15 @@ def kube_config() -> Iterator[str]:
             pytest.fail(f"KUEUESTREAM_KUBECONFIG={path} is not a file", pytrace=False)
         yield path
         return
-    if os.environ.get("CI", "").strip().lower() == "true":
-        pytest.fail(
-            "KUEUESTREAM_KUBECONFIG is not set under CI=true: .ci/run must start the API server "
-            "(scripts/kube.sh start) and export KUEUESTREAM_KUBECONFIG=PATH",
-            pytrace=False,
-        )
+    _fail_under_ci(
+        "KUEUESTREAM_KUBECONFIG is not set under CI=true: .ci/run must start the API server "
+        "(scripts/kube.sh start) and export KUEUESTREAM_KUBECONFIG=PATH",
+    )
 
-    status = _kube_sh("status", timeout=30).stdout.splitlines()
-    first = status[0].split() if status else []
-    if first[:1] == ["running"] and len(first) == 3:
-        # "running URL KUBECONFIG": someone else's server, leave it running.
-        yield first[2]
+    running = _running_kubeconfig(None)
+    if running is not None:
+        # Someone else's server: leave it running.
+        yield str(running)
         return
 
     # Generous: the first start on a machine includes the compile.
@@ -183,13 +195,11 @@ def kafka_sasl_ssl(request: pytest.FixtureRequest) -> SaslSslBroker:
     """
     address = os.environ.get("KUEUESTREAM_KAFKA_SASL_SSL", "").strip()
     if not address:
-        if os.environ.get("CI", "").strip().lower() == "true":
-            pytest.fail(
-                "KUEUESTREAM_KAFKA_SASL_SSL is not set under CI=true: .ci/run must start Kafka "
-                "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA_SASL_SSL=host:port "
-                "(.kafka/sasl-ssl/bootstrap)",
-                pytrace=False,
-            )
+        _fail_under_ci(
+            "KUEUESTREAM_KAFKA_SASL_SSL is not set under CI=true: .ci/run must start Kafka "
+            "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA_SASL_SSL=host:port "
+            "(.kafka/sasl-ssl/bootstrap)"
+        )
         request.getfixturevalue("kafka_bootstrap")
         bootstrap_file = SASL_SSL_DIR / "bootstrap"
         if not bootstrap_file.is_file():
@@ -263,23 +273,7 @@ class MultiKueueServers:
 
 
 def _kube_instance_sh(name: str, command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(KUBE_SH), command],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-        env={**os.environ, "KUBE_INSTANCE": name},
-    )
-
-
-def _running_kubeconfig(name: str) -> Path | None:
-    lines = _kube_instance_sh(name, "status", timeout=30).stdout.splitlines()
-    first = lines[0].split() if lines else []
-    if first[:1] == ["running"] and len(first) == 3:
-        return Path(first[2])
-    return None
+    return _script(KUBE_SH, command, timeout, instance=name)
 
 
 @pytest.fixture(scope="session")
@@ -313,12 +307,10 @@ def multikueue_servers() -> Iterator[MultiKueueServers]:
             )
         yield MultiKueueServers(*(KubeInstance(n, p) for n, p in found.items() if p is not None))
         return
-    if os.environ.get("CI", "").strip().lower() == "true":
-        pytest.fail(
-            "KUEUESTREAM_MULTIKUEUE_INSTANCES is not set under CI=true: .ci/run must start "
-            "three instances (KUBE_INSTANCE=NAME scripts/kube.sh start) and export their names",
-            pytrace=False,
-        )
+    _fail_under_ci(
+        "KUEUESTREAM_MULTIKUEUE_INSTANCES is not set under CI=true: .ci/run must start "
+        "three instances (KUBE_INSTANCE=NAME scripts/kube.sh start) and export their names",
+    )
 
     started: list[str] = []
     paths: dict[str, Path] = {}
