@@ -46,8 +46,23 @@ def _fail_under_ci(message: str) -> None:
         pytest.fail(message, pytrace=False)
 
 
-def _kafka_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return _script(KAFKA_SH, command, timeout)
+def _started_for_session(script: Path, start_timeout: float, stop_timeout: float) -> Iterator[str]:
+    """``SCRIPT start``'s last output line; ``SCRIPT stop`` at the end unless someone else started it."""
+    started = _script(script, "start", start_timeout)
+    if started.returncode != 0:
+        pytest.fail(
+            f"scripts/{script.name} start failed (exit {started.returncode}):\n{started.stderr[-4000:]}",
+            pytrace=False,
+        )
+    address = started.stdout.strip().splitlines()[-1]
+    if "already running" in started.stderr:
+        # Another session started it meanwhile: it stops it, not us.
+        yield address
+        return
+    try:
+        yield address
+    finally:
+        _script(script, "stop", stop_timeout)
 
 
 @pytest.fixture(scope="session")
@@ -70,27 +85,13 @@ def kafka_bootstrap() -> Iterator[str]:
         "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA=host:port",
     )
 
-    status = _kafka_sh("status", timeout=30).stdout.split()
+    status = _script(KAFKA_SH, "status", timeout=30).stdout.split()
     if status[:1] == ["running"] and ":" in status[-1]:
         # "running PID HOST:PORT": someone else's broker, leave it running.
         yield status[-1]
         return
 
-    started = _kafka_sh("start", timeout=600)
-    if started.returncode != 0:
-        pytest.fail(
-            f"scripts/kafka.sh start failed (exit {started.returncode}):\n{started.stderr[-4000:]}",
-            pytrace=False,
-        )
-    address = started.stdout.strip().splitlines()[-1]
-    if "already running" in started.stderr:
-        # Another session started it meanwhile: it stops it, not us.
-        yield address
-        return
-    try:
-        yield address
-    finally:
-        _kafka_sh("stop", timeout=60)
+    yield from _started_for_session(KAFKA_SH, start_timeout=600, stop_timeout=60)
 
 
 # ============================================================================
@@ -103,10 +104,6 @@ def kafka_bootstrap() -> Iterator[str]:
 # (scripts/kube.sh compiles both from Go modules; no controllers run)
 # ============================================================================
 KUBE_SH = REPO_ROOT / "scripts" / "kube.sh"
-
-
-def _kube_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return _script(KUBE_SH, command, timeout)
 
 
 def _running_kubeconfig(name: str | None) -> Path | None:
@@ -153,21 +150,7 @@ def kube_config() -> Iterator[str]:
         return
 
     # Generous: the first start on a machine includes the compile.
-    started = _kube_sh("start", timeout=1800)
-    if started.returncode != 0:
-        pytest.fail(
-            f"scripts/kube.sh start failed (exit {started.returncode}):\n{started.stderr[-4000:]}",
-            pytrace=False,
-        )
-    path = started.stdout.strip().splitlines()[-1]
-    if "already running" in started.stderr:
-        # Another session started it meanwhile: it stops it, not us.
-        yield path
-        return
-    try:
-        yield path
-    finally:
-        _kube_sh("stop", timeout=120)
+    yield from _started_for_session(KUBE_SH, start_timeout=1800, stop_timeout=120)
 
 
 # ============================================================================
@@ -248,7 +231,7 @@ class KubeInstance:
 
     def command(self, command: str, timeout: float = 180) -> None:
         """Run ``KUBE_INSTANCE=name scripts/kube.sh COMMAND``; fail the test if it fails."""
-        done = _kube_instance_sh(self.name, command, timeout)
+        done = _script(KUBE_SH, command, timeout, instance=self.name)
         if done.returncode != 0:
             pytest.fail(
                 f"KUBE_INSTANCE={self.name} scripts/kube.sh {command} failed "
@@ -270,10 +253,6 @@ class MultiKueueServers:
     manager: KubeInstance
     worker1: KubeInstance
     worker2: KubeInstance
-
-
-def _kube_instance_sh(name: str, command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return _script(KUBE_SH, command, timeout, instance=name)
 
 
 @pytest.fixture(scope="session")
@@ -343,7 +322,7 @@ def multikueue_servers() -> Iterator[MultiKueueServers]:
         yield MultiKueueServers(*(KubeInstance(n, paths[n]) for n in MULTIKUEUE_INSTANCES))
     finally:
         for name in started:
-            _kube_instance_sh(name, "stop", timeout=120)
+            _script(KUBE_SH, "stop", timeout=120, instance=name)
 
 
 # ============================================================================
