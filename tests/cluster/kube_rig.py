@@ -291,9 +291,16 @@ class Cli:
         return int(found.group(1))
 
     async def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Send ``sig`` and wait; a process still running after 60 s is killed, then the test fails."""
         if self.process.returncode is None:
             self.process.send_signal(sig)
-        await asyncio.wait_for(self.process.wait(), 60)
+        try:
+            await asyncio.wait_for(self.process.wait(), 60)
+        except TimeoutError:
+            self.process.kill()  # never leave it running past the test
+            await self.process.wait()
+            await self._reading
+            raise AssertionError(f"the command did not stop within 60 s of signal {sig}") from None
         await self._reading
 
 
