@@ -33,7 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 KUEUE_SH = ROOT / "scripts" / "kueue.sh"
 START_TIMEOUT_S = 120.0
-# .ci/run builds upstream Kueue while the other tests run: ~12 min with cold Go caches.
+# .ci/run builds upstream Kueue while the other tests run: ~750 s of CPU with cold Go caches.
 BUILD_WAIT_S = 2400.0
 
 
