@@ -24,14 +24,29 @@
 #                    new on every start), ca.pem, client.pem, client.key (the broker
 #                    requires a client certificate signed by the CA)
 #
+# A second broker beside it: KAFKA_INSTANCE=NAME (letters, digits, '-') before any command
+# keeps that broker's files in .kafka/instances/NAME/ (the jars stay shared in .kafka/libs);
+# tests that crash a broker use one of their own, so its recovery time does not depend on
+# what the rest of the suite wrote.
+#
 # Environment knobs: KAFKA_HEAP_OPTS (default -Xms256m -Xmx512m),
 # KAFKA_START_TIMEOUT (seconds, default 90), MVN (default mvn).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 POM="$ROOT/scripts/kafka/pom.xml"
-KDIR="$ROOT/.kafka"
-LIBS="$KDIR/libs"
+INSTANCE="${KAFKA_INSTANCE:-default}"
+[[ "$INSTANCE" =~ ^[A-Za-z0-9][A-Za-z0-9-]{0,39}$ ]] || {
+    echo "kafka.sh: error: KAFKA_INSTANCE=$INSTANCE: use 1-40 letters, digits or '-' (first not '-')" >&2
+    exit 2
+}
+KROOT="$ROOT/.kafka"
+if [[ "$INSTANCE" == default ]]; then
+    KDIR="$KROOT"
+else
+    KDIR="$KROOT/instances/$INSTANCE"
+fi
+LIBS="$KROOT/libs"
 DATA="$KDIR/data"
 LOGS="$KDIR/logs"
 PIDFILE="$KDIR/pid"
@@ -60,8 +75,8 @@ cmd_fetch() {
     fi
     command -v "$MVN" >/dev/null 2>&1 || die "maven ($MVN) not found; install it (Debian: apt-get install maven)"
     command -v java >/dev/null 2>&1 || die "java not found; Kafka needs Java 17+"
-    mkdir -p "$KDIR"
-    local tmp="$KDIR/libs.tmp.$$"
+    mkdir -p "$KROOT"
+    local tmp="$KROOT/libs.tmp.$$"
     rm -rf "$tmp"
     log "resolving Kafka jars with maven (cached in ~/.m2) ..."
     # (the sed drops the colour escapes Debian's maven prints even in batch mode)

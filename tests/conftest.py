@@ -24,15 +24,45 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 KAFKA_SH = REPO_ROOT / "scripts" / "kafka.sh"
 
 
-def _kafka_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def _script(
+    script: Path, command: str, timeout: float, instance: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``bash SCRIPT COMMAND`` (as ``KUBE_INSTANCE=instance`` when given), output captured."""
+    env = None if instance is None else {**os.environ, "KUBE_INSTANCE": instance}
     return subprocess.run(
-        ["bash", str(KAFKA_SH), command],
+        ["bash", str(script), command],
         capture_output=True,
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
         check=False,
+        env=env,
     )
+
+
+def _fail_under_ci(message: str) -> None:
+    """A server the test needs is not given: under ``CI=true`` that is a failure, never a skip."""
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(message, pytrace=False)
+
+
+def _started_for_session(script: Path, start_timeout: float, stop_timeout: float) -> Iterator[str]:
+    """``SCRIPT start``'s last output line; ``SCRIPT stop`` at the end unless someone else started it."""
+    started = _script(script, "start", start_timeout)
+    if started.returncode != 0:
+        pytest.fail(
+            f"scripts/{script.name} start failed (exit {started.returncode}):\n{started.stderr[-4000:]}",
+            pytrace=False,
+        )
+    address = started.stdout.strip().splitlines()[-1]
+    if "already running" in started.stderr:
+        # Another session started it meanwhile: it stops it, not us.
+        yield address
+        return
+    try:
+        yield address
+    finally:
+        _script(script, "stop", stop_timeout)
 
 
 @pytest.fixture(scope="session")
@@ -50,34 +80,18 @@ def kafka_bootstrap() -> Iterator[str]:
     if address:
         yield address
         return
-    if os.environ.get("CI", "").strip().lower() == "true":
-        pytest.fail(
-            "KUEUESTREAM_KAFKA is not set under CI=true: .ci/run must start Kafka "
-            "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA=host:port",
-            pytrace=False,
-        )
+    _fail_under_ci(
+        "KUEUESTREAM_KAFKA is not set under CI=true: .ci/run must start Kafka "
+        "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA=host:port",
+    )
 
-    status = _kafka_sh("status", timeout=30).stdout.split()
+    status = _script(KAFKA_SH, "status", timeout=30).stdout.split()
     if status[:1] == ["running"] and ":" in status[-1]:
         # "running PID HOST:PORT": someone else's broker, leave it running.
         yield status[-1]
         return
 
-    started = _kafka_sh("start", timeout=600)
-    if started.returncode != 0:
-        pytest.fail(
-            f"scripts/kafka.sh start failed (exit {started.returncode}):\n{started.stderr[-4000:]}",
-            pytrace=False,
-        )
-    address = started.stdout.strip().splitlines()[-1]
-    if "already running" in started.stderr:
-        # Another session started it meanwhile: it stops it, not us.
-        yield address
-        return
-    try:
-        yield address
-    finally:
-        _kafka_sh("stop", timeout=60)
+    yield from _started_for_session(KAFKA_SH, start_timeout=600, stop_timeout=60)
 
 
 # ============================================================================
@@ -92,15 +106,13 @@ def kafka_bootstrap() -> Iterator[str]:
 KUBE_SH = REPO_ROOT / "scripts" / "kube.sh"
 
 
-def _kube_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(KUBE_SH), command],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+def _running_kubeconfig(name: str | None) -> Path | None:
+    """The kubeconfig of instance NAME (None: the default instance) if it runs."""
+    lines = _script(KUBE_SH, "status", timeout=30, instance=name).stdout.splitlines()
+    first = lines[0].split() if lines else []
+    if first[:1] == ["running"] and len(first) == 3:
+        return Path(first[2])
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -126,36 +138,19 @@ def kube_config() -> Iterator[str]:
             pytest.fail(f"KUEUESTREAM_KUBECONFIG={path} is not a file", pytrace=False)
         yield path
         return
-    if os.environ.get("CI", "").strip().lower() == "true":
-        pytest.fail(
-            "KUEUESTREAM_KUBECONFIG is not set under CI=true: .ci/run must start the API server "
-            "(scripts/kube.sh start) and export KUEUESTREAM_KUBECONFIG=PATH",
-            pytrace=False,
-        )
+    _fail_under_ci(
+        "KUEUESTREAM_KUBECONFIG is not set under CI=true: .ci/run must start the API server "
+        "(scripts/kube.sh start) and export KUEUESTREAM_KUBECONFIG=PATH",
+    )
 
-    status = _kube_sh("status", timeout=30).stdout.splitlines()
-    first = status[0].split() if status else []
-    if first[:1] == ["running"] and len(first) == 3:
-        # "running URL KUBECONFIG": someone else's server, leave it running.
-        yield first[2]
+    running = _running_kubeconfig(None)
+    if running is not None:
+        # Someone else's server: leave it running.
+        yield str(running)
         return
 
     # Generous: the first start on a machine includes the compile.
-    started = _kube_sh("start", timeout=1800)
-    if started.returncode != 0:
-        pytest.fail(
-            f"scripts/kube.sh start failed (exit {started.returncode}):\n{started.stderr[-4000:]}",
-            pytrace=False,
-        )
-    path = started.stdout.strip().splitlines()[-1]
-    if "already running" in started.stderr:
-        # Another session started it meanwhile: it stops it, not us.
-        yield path
-        return
-    try:
-        yield path
-    finally:
-        _kube_sh("stop", timeout=120)
+    yield from _started_for_session(KUBE_SH, start_timeout=1800, stop_timeout=120)
 
 
 # ============================================================================
@@ -183,13 +178,11 @@ def kafka_sasl_ssl(request: pytest.FixtureRequest) -> SaslSslBroker:
     """
     address = os.environ.get("KUEUESTREAM_KAFKA_SASL_SSL", "").strip()
     if not address:
-        if os.environ.get("CI", "").strip().lower() == "true":
-            pytest.fail(
-                "KUEUESTREAM_KAFKA_SASL_SSL is not set under CI=true: .ci/run must start Kafka "
-                "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA_SASL_SSL=host:port "
-                "(.kafka/sasl-ssl/bootstrap)",
-                pytrace=False,
-            )
+        _fail_under_ci(
+            "KUEUESTREAM_KAFKA_SASL_SSL is not set under CI=true: .ci/run must start Kafka "
+            "(scripts/kafka.sh start) and export KUEUESTREAM_KAFKA_SASL_SSL=host:port "
+            "(.kafka/sasl-ssl/bootstrap)"
+        )
         request.getfixturevalue("kafka_bootstrap")
         bootstrap_file = SASL_SSL_DIR / "bootstrap"
         if not bootstrap_file.is_file():
@@ -238,7 +231,7 @@ class KubeInstance:
 
     def command(self, command: str, timeout: float = 180) -> None:
         """Run ``KUBE_INSTANCE=name scripts/kube.sh COMMAND``; fail the test if it fails."""
-        done = _kube_instance_sh(self.name, command, timeout)
+        done = _script(KUBE_SH, command, timeout, instance=self.name)
         if done.returncode != 0:
             pytest.fail(
                 f"KUBE_INSTANCE={self.name} scripts/kube.sh {command} failed "
@@ -260,26 +253,6 @@ class MultiKueueServers:
     manager: KubeInstance
     worker1: KubeInstance
     worker2: KubeInstance
-
-
-def _kube_instance_sh(name: str, command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(KUBE_SH), command],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-        env={**os.environ, "KUBE_INSTANCE": name},
-    )
-
-
-def _running_kubeconfig(name: str) -> Path | None:
-    lines = _kube_instance_sh(name, "status", timeout=30).stdout.splitlines()
-    first = lines[0].split() if lines else []
-    if first[:1] == ["running"] and len(first) == 3:
-        return Path(first[2])
-    return None
 
 
 @pytest.fixture(scope="session")
@@ -313,12 +286,10 @@ def multikueue_servers() -> Iterator[MultiKueueServers]:
             )
         yield MultiKueueServers(*(KubeInstance(n, p) for n, p in found.items() if p is not None))
         return
-    if os.environ.get("CI", "").strip().lower() == "true":
-        pytest.fail(
-            "KUEUESTREAM_MULTIKUEUE_INSTANCES is not set under CI=true: .ci/run must start "
-            "three instances (KUBE_INSTANCE=NAME scripts/kube.sh start) and export their names",
-            pytrace=False,
-        )
+    _fail_under_ci(
+        "KUEUESTREAM_MULTIKUEUE_INSTANCES is not set under CI=true: .ci/run must start "
+        "three instances (KUBE_INSTANCE=NAME scripts/kube.sh start) and export their names",
+    )
 
     started: list[str] = []
     paths: dict[str, Path] = {}
@@ -351,7 +322,7 @@ def multikueue_servers() -> Iterator[MultiKueueServers]:
         yield MultiKueueServers(*(KubeInstance(n, paths[n]) for n in MULTIKUEUE_INSTANCES))
     finally:
         for name in started:
-            _kube_instance_sh(name, "stop", timeout=120)
+            _script(KUBE_SH, "stop", timeout=120, instance=name)
 
 
 # ============================================================================

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from kueuestream.agents.cli.kafka_options import add_kafka_options, settings_or_report
+from kueuestream.agents.cli.kafka_options import add_kafka_options, log_settings_or_report
 from kueuestream.agents.cli.tables import render
 from kueuestream.agents.kafka_commands import EXIT_INVALID
 
@@ -60,20 +60,15 @@ def table(status: dict[str, Any]) -> str:
 
 def run_status(args: argparse.Namespace) -> int:
     from kueuestream.agents.audit.multikueue_status import status_of_log
-    from kueuestream.agents.audit.replay import is_kafka
-    from kueuestream.streams.kafka_urls import redact_text
     from kueuestream.streams.log import LogError
 
-    settings = None
-    if is_kafka(args.log):
-        settings = settings_or_report(args, args.log, broker_source="LOG")
-        if settings is None:
-            return EXIT_INVALID
+    settings = log_settings_or_report(args)
+    if not settings.valid:
+        return EXIT_INVALID
     try:
-        status = asyncio.run(status_of_log(args.log, args.topic_prefix, settings))
+        status = asyncio.run(status_of_log(args.log, args.topic_prefix, settings.kafka))
     except (LogError, OSError, ValueError) as exc:
-        message = settings.redact(str(exc)) if settings is not None else redact_text(str(exc))
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
     if args.output == "json":
         sys.stdout.write(orjson.dumps(status, option=orjson.OPT_INDENT_2).decode() + "\n")

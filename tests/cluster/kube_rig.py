@@ -192,7 +192,9 @@ def is_true(obj: dict[str, Any] | None, type_: str) -> bool:
 
 
 @dataclass
-class Running:
+class Served:
+    """``run --kubeconfig`` served in this process: its runtime, watcher, log and task."""
+
     runtime: EmbeddedCluster
     watcher: Watcher
     log: FileLog
@@ -204,6 +206,29 @@ class Running:
             await self.task
         self.log.close_sync()
 
+
+async def serve_synced(
+    conn: KubeConnection, directory: Path, options: WatchOptions
+) -> tuple[EmbeddedCluster, Watcher, FileLog, asyncio.Task[None]]:
+    """Serve ``run --kubeconfig`` over the log at ``directory``; return once its watch synced."""
+    from kueuestream.agents.kube.runtime import serve
+
+    log = FileLog(directory, fsync=False)  # as run --kubeconfig opens it: one fsync per group
+    runtime, watcher = await open_cluster(conn, log, options)
+    task = asyncio.create_task(serve(runtime, watcher))
+    synced = asyncio.create_task(watcher.synced.wait())
+    done, _ = await asyncio.wait({task, synced}, timeout=120, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        synced.cancel()
+        task.result()
+    if synced not in done:
+        task.cancel()
+        raise TimeoutError("the watcher did not sync within 120s")
+    return runtime, watcher, log, task
+
+
+@dataclass
+class Running(Served):
     def decisions(self) -> list[DecisionRecord]:
         return [d for part in self.decisions_by_partition() for d in part]
 
@@ -227,20 +252,7 @@ class Running:
 
 async def start_runtime(conn: KubeConnection, directory: Path) -> Running:
     """``kueuestream run --kubeconfig`` in this process, over the log at ``directory``, once synced."""
-    from kueuestream.agents.kube.runtime import serve
-
-    log = FileLog(directory, fsync=False)  # as run --kubeconfig opens it: one fsync per group
-    runtime, watcher = await open_cluster(conn, log, WatchOptions(kubeconfig="", cluster="test"))
-    task = asyncio.create_task(serve(runtime, watcher))
-    synced = asyncio.create_task(watcher.synced.wait())
-    done, _ = await asyncio.wait({task, synced}, timeout=120, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        synced.cancel()
-        task.result()
-    if synced not in done:
-        task.cancel()
-        raise TimeoutError("the watcher did not sync within 120s")
-    return Running(runtime, watcher, log, task)
+    return Running(*await serve_synced(conn, directory, WatchOptions(kubeconfig="", cluster="test")))
 
 
 @asynccontextmanager
@@ -279,9 +291,16 @@ class Cli:
         return int(found.group(1))
 
     async def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Send ``sig`` and wait; a process still running after 60 s is killed, then the test fails."""
         if self.process.returncode is None:
             self.process.send_signal(sig)
-        await asyncio.wait_for(self.process.wait(), 60)
+        try:
+            await asyncio.wait_for(self.process.wait(), 60)
+        except TimeoutError:
+            self.process.kill()  # never leave it running past the test
+            await self.process.wait()
+            await self._reading
+            raise AssertionError(f"the command did not stop within 60 s of signal {sig}") from None
         await self._reading
 
 

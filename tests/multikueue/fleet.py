@@ -33,13 +33,20 @@ from kueuestream.agents.kube.client import KubeConnection, connect
 from kueuestream.agents.kube.crd_install import install_crds
 from kueuestream.agents.kube.multikueue.executor import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS
 from kueuestream.agents.kube.rest import JOBS, WORKLOADS, KubeObjects, Resource
-from kueuestream.agents.kube.runtime import EmbeddedCluster, open_cluster, serve
 from kueuestream.agents.kube.watch_service import WatchOptions
-from kueuestream.agents.kube.watcher import Watcher
 from kueuestream.streams import codec
-from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.schemas import DecisionRecord, MultiKueueApplied, MultiKueueDecision
-from tests.cluster.kube_rig import CLUSTER_QUEUES, FLAVORS, LOCAL_QUEUES, NAMESPACES, V, cluster_queue, flavor
+from tests.cluster.kube_rig import (
+    CLUSTER_QUEUES,
+    FLAVORS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    Served,
+    V,
+    cluster_queue,
+    flavor,
+    serve_synced,
+)
 from tests.conftest import KubeInstance, MultiKueueServers
 
 MULTIKUEUE_CONFIGS = Resource("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", "MultiKueueConfig")
@@ -52,18 +59,7 @@ def now() -> str:
 
 
 @dataclass
-class Running:
-    runtime: EmbeddedCluster
-    watcher: Watcher
-    log: FileLog
-    task: asyncio.Task[None]
-
-    async def stop(self) -> None:
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
-        self.log.close_sync()
-
+class Running(Served):
     def decisions(self) -> list[MultiKueueDecision]:
         names = self.runtime.names
         return [codec.decode(r.value, MultiKueueDecision) for r in self.log.read_sync(names.multikueue, 0)]
@@ -88,18 +84,7 @@ class Running:
 
 async def start(conn: KubeConnection, directory: Path, options: WatchOptions) -> Running:
     """``run --kubeconfig`` in this process over the log at ``directory``, once its watch synced."""
-    log = FileLog(directory, fsync=False)
-    runtime, watcher = await open_cluster(conn, log, options)
-    task = asyncio.create_task(serve(runtime, watcher))
-    synced = asyncio.create_task(watcher.synced.wait())
-    done, _ = await asyncio.wait({task, synced}, timeout=120, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        synced.cancel()
-        task.result()
-    if synced not in done:
-        task.cancel()
-        raise TimeoutError("the watcher did not sync within 120s")
-    return Running(runtime, watcher, log, task)
+    return Running(*await serve_synced(conn, directory, options))
 
 
 @dataclass

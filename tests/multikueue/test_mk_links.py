@@ -11,7 +11,10 @@ upstream's reasons (``clustersReconciler.Reconcile`` / ``loadClientConfig`` /
 - a good kubeconfig: ``Active``/``Connected``, then the worker's Workloads and
   Jobs with our origin label stream in with the cluster ``multikueue:<name>``
   (and objects without the label do not);
-- the worker's API server stops: ``ClientConnectionFailed``; back: ``Active``.
+- the worker's API server stops: ``ClientConnectionFailed``; back: ``Active``;
+- the Secret rotated: the link connects with its new content (upstream's
+  Secret handler reconciles the clusters that name it and reloads a changed
+  kubeconfig); content that no longer loads is reported.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from kueuestream.agents.kube.watch_ledger import WatchLedger
 from kueuestream.agents.log_entries import control_kind
 from kueuestream.streams.schemas import WatchEvent, WatchEventType
 from tests.conftest import MultiKueueServers
-from tests.kube.rig import KUEUE, create, eventually, namespace, unique
+from tests.kube.rig import KUEUE, create, eventually, merge_patch, namespace, unique
 
 pytestmark = pytest.mark.kube
 
@@ -220,5 +223,49 @@ async def test_a_new_origin_restarts_the_watches(multikueue_servers: MultiKueueS
                 lambda: any(e.name == name and e.cluster == "multikueue:w2" for e in sink.events),
                 "the new origin's copy streamed",
             )
+        finally:
+            await links.close()
+
+
+async def test_a_rotated_secret_connects_to_its_new_content(multikueue_servers: MultiKueueServers) -> None:
+    """The Secret now holds worker2's kubeconfig: worker2's copies stream under the same cluster name."""
+    async with (
+        await connect(multikueue_servers.manager.kubeconfig) as manager,
+        await connect(multikueue_servers.worker1.kubeconfig) as worker1,
+        await connect(multikueue_servers.worker2.kubeconfig) as worker2,
+    ):
+        for worker in (worker1, worker2):
+            await install_crds(worker)
+        ns = await namespace(manager, "mk-links")
+        first = multikueue_servers.worker1.kubeconfig.read_bytes()
+        await secret(manager, ns, "rotating", {"kubeconfig": first})
+        ns1, ns2 = await namespace(worker1, "mk-remote"), await namespace(worker2, "mk-remote")
+        before, after = unique("before"), unique("after")
+        labels = {ORIGIN_LABEL: "test-origin"}
+        sink = ListSink()
+        links = links_for(manager, sink, ns)
+
+        def seen(name: str) -> list[WatchEvent]:
+            return [e for e in sink.events if e.name == name and not control_kind(e.object)]
+
+        async def rotate(content: bytes) -> None:
+            data = {"kubeconfig": base64.b64encode(content).decode()}
+            await merge_patch(manager, f"/api/v1/namespaces/{ns}/secrets/rotating", {"data": data})
+
+        try:
+            links.observe([mk_cluster_event("rot", "rotating")])
+            await create(worker1, f"{KUEUE}/namespaces/{ns1}/workloads", workload(before, labels))
+            await eventually(lambda: bool(seen(before)), "worker1's copy streamed")
+            assert seen(before)[0].namespace == ns1
+
+            await rotate(multikueue_servers.worker2.kubeconfig.read_bytes())
+            await create(worker2, f"{KUEUE}/namespaces/{ns2}/workloads", workload(after, labels))
+            await eventually(lambda: bool(seen(after)), "worker2's copy streamed after the rotation")
+            event = seen(after)[0]
+            assert (event.cluster, event.namespace) == ("multikueue:rot", ns2)
+
+            await rotate(b"not a kubeconfig")
+            await eventually(lambda: sink.connections("rot")[-1]["connected"] is False, "the bad content")
+            assert sink.connections("rot")[-1]["reason"] == "InsecureKubeConfig"
         finally:
             await links.close()

@@ -95,11 +95,26 @@ class WorkerKiller(threading.Thread):
         return restarted
 
 
-def kafka_sh(command: str) -> None:
+# The broker the broker-kill test crashes: its own, so that its recovery reads only this
+# test's topics, and the rest of the suite never sees a broker go down.
+BROKER_INSTANCE = "kills"
+
+
+def kafka_sh(command: str) -> str:
+    """``KAFKA_INSTANCE=kills scripts/kafka.sh COMMAND``; its last output line (the bootstrap)."""
     done = subprocess.run(
-        ["nice", "-n", "10", str(KAFKA_SH), command], capture_output=True, text=True, timeout=300, check=False
+        [str(KAFKA_SH), command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "KAFKA_INSTANCE": BROKER_INSTANCE},
     )
-    assert done.returncode == 0, f"scripts/kafka.sh {command} failed:\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"KAFKA_INSTANCE={BROKER_INSTANCE} scripts/kafka.sh {command} failed:\n{done.stderr[-3000:]}"
+    )
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 @dataclass

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from kueuestream.streams.schemas import WatchEventType
 from tests.helpers import cpu_workload, finished_workload
 from tests.pipeline.checks import Limits, assert_admitted_once, per_workload
 from tests.pipeline.kafka_run import decisions_of, worker_group
-from tests.pipeline.kills import KAFKA_SH, REPO, WorkerKiller, kill_seed, run_with_crashes
+from tests.pipeline.kills import WorkerKiller, kafka_sh, kill_seed, run_with_crashes
 from tests.pipeline.test_pipeline_kafka_crash import borrowing_cluster
 from tests.pipeline.watch_streams import Stream
 
@@ -68,17 +69,13 @@ def test_workers_killed_at_random_points(kafka_bootstrap: str, tmp_path: Path) -
 
 
 @pytest.fixture
-def own_broker(kafka_bootstrap: str) -> str:
-    """The broker, if it is the one ``scripts/kafka.sh`` runs for this checkout (the test kills it)."""
-    bootstrap = REPO / ".kafka" / "bootstrap"
-    ours = bootstrap.read_text().strip() if bootstrap.is_file() else ""
-    if ours != kafka_bootstrap:
-        pytest.fail(
-            f"the broker at {kafka_bootstrap} is not the one {KAFKA_SH} runs for this checkout "
-            f"({ours or 'none'}): this test kills and resumes the broker, so it must own it",
-            pytrace=False,
-        )
-    return kafka_bootstrap
+def own_broker() -> Iterator[str]:
+    """A broker of this test's own (``KAFKA_INSTANCE=kills``), since the test kills and resumes it."""
+    bootstrap = kafka_sh("start")
+    try:
+        yield bootstrap
+    finally:
+        kafka_sh("stop")
 
 
 def test_the_broker_killed_mid_run_and_a_worker_with_it(own_broker: str, tmp_path: Path) -> None:

@@ -16,14 +16,18 @@ that does not answer or refuses us (``ClientConnectionFailed``). The API
 server is probed every ``probe_s`` seconds while the watch runs, so a lost
 worker is seen within that time even when no watch event would tell. A link
 that cannot connect tries again every ``retry_s`` seconds (a Secret created
-later is found then). A changed MultiKueueCluster spec restarts its link, a
-changed origin every link; a deleted one stops it.
+later is found then). A connected link reads its kubeconfig again every
+``retry_s`` seconds and connects anew when the content changed (a rotated
+Secret or file; one that no longer loads is reported as above). A changed
+MultiKueueCluster spec restarts its link, a changed origin every link; a
+deleted one stops it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -225,8 +229,8 @@ class WorkerLinks:
     async def _link(self, name: str, manifest: dict[str, Any]) -> None:
         while True:
             try:
-                config = parse_kubeconfig(await read_kubeconfig(manifest, self.manager, self.namespace))
-                conn = await connect_kubeconfig(config)
+                raw = await read_kubeconfig(manifest, self.manager, self.namespace)
+                conn = await connect_kubeconfig(parse_kubeconfig(raw))
             except KubeconfigProblem as problem:
                 await self._report(name, Connection(False, problem.reason, problem.message))
                 await asyncio.sleep(self.retry_s)
@@ -237,12 +241,13 @@ class WorkerLinks:
                 continue
             self.connections[name] = conn
             try:
-                await self._serve(name, conn)
+                rotated = await self._serve(name, conn, functools.partial(self._rotated, name, manifest, raw))
             finally:
                 if self.connections.get(name) is conn:
                     del self.connections[name]
                 await conn.close()
-            await asyncio.sleep(self.retry_s)
+            if not rotated:
+                await asyncio.sleep(self.retry_s)
 
     async def _probe(self, name: str, conn: KubeConnection) -> bool:
         """Whether the worker answers a list of our Workloads; the answer reported if it changed."""
@@ -256,20 +261,42 @@ class WorkerLinks:
         await self._report(name, Connection(True, names.REASON_ACTIVE, CONNECTED))
         return True
 
-    async def _serve(self, name: str, conn: KubeConnection) -> None:
-        """Watch the worker while it answers the probes; returns when the watch fails for good."""
+    async def _rotated(self, name: str, manifest: dict[str, Any], loaded: bytes) -> bool:
+        """Whether the kubeconfig now differs from ``loaded`` (upstream reloads a changed Secret too)."""
+        try:
+            raw = await read_kubeconfig(manifest, self.manager, self.namespace)
+        except KubeconfigProblem:
+            return True  # gone or unusable: the link reports why when it loads it again
+        except Exception as exc:  # the manager's API server failed us: keep the worker's watch
+            log.warning("MultiKueueCluster %s: reading its kubeconfig failed: %s", name, reason_of(exc))
+            return False
+        if raw != loaded:
+            log.info("MultiKueueCluster %s: its kubeconfig changed; connecting again", name)
+            return True
+        return False
+
+    async def _serve(self, name: str, conn: KubeConnection, rotated: Callable[[], Awaitable[bool]]) -> bool:
+        """Watch the worker while it answers the probes; True when it stopped for a changed kubeconfig."""
         if not await self._probe(name, conn):
-            return
+            return False
         watcher = Watcher(conn, self.sink, await self._ledger(name), worker_kinds(self.origin))
         task = asyncio.create_task(watcher.run(), name=f"multikueue-watch-{name}")
+        loop = asyncio.get_running_loop()
+        reread_at = loop.time() + self.retry_s
         try:
             while not task.done():
                 await asyncio.wait({task}, timeout=self.probe_s)
-                if not task.done():
-                    await self._probe(name, conn)
+                if task.done():
+                    break
+                await self._probe(name, conn)
+                if loop.time() >= reread_at:
+                    reread_at = loop.time() + self.retry_s
+                    if await rotated():
+                        return True
             exc = task.exception()
             if exc is not None:
                 await self._report(name, Connection(False, names.REASON_CONNECTION_FAILED, reason_of(exc)))
+            return False
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
