@@ -259,6 +259,17 @@ class KafkaLog:
             raise LogError(f"cannot read the end offsets of Kafka topic {topic}: {exc}") from exc
         return {tp.partition: int(offset) for tp, offset in sorted(ends.items())}
 
+    async def committed_offsets(self, group_id: str, topic: str) -> dict[int, int]:
+        """The offsets consumer group ``group_id`` committed in ``topic``, per partition that has one."""
+        await self._started()
+        count = await self.partitions(topic)
+        tps = [TopicPartition(topic, p) for p in range(count)]
+        try:
+            offsets = await self._admin.list_consumer_group_offsets(group_id, partitions=tps)
+        except KafkaError as exc:
+            raise LogError(f"cannot read the offsets group {group_id} committed in {topic}: {exc}") from exc
+        return {tp.partition: int(o.offset) for tp, o in sorted(offsets.items()) if o.offset >= 0}
+
     # --- appending ----------------------------------------------------------------
 
     async def append(self, topic: str, key: bytes, value: bytes, *, partition: int | None = None) -> Position:

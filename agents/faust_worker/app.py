@@ -147,6 +147,8 @@ class Runtime:
         )
         self.next_offset: dict[int, int] = {}
         self.writers: dict[int, DecisionWriter] = {}
+        # One rebuild of a partition at a time: the agent and the clock both start them.
+        self._rebuilding: dict[int, asyncio.Lock] = {}
         # Snapshots (see snapshots.py); 0 records between two means none are written.
         self.snapshot_every = snapshot_every
         self._snapshots: SnapshotStore | None = None
@@ -298,6 +300,41 @@ class Runtime:
         Right after a restore, records the snapshot covers may come first; they
         are let through here and skipped by the agent.
         """
+        async with self._rebuilding.setdefault(partition, asyncio.Lock()):
+            return await self._catch_up(partition, offset)
+
+    async def hold_assigned(self) -> None:
+        """Rebuild every admission partition assigned to this worker that no record has reached yet.
+
+        The agent rebuilds a partition when its first record arrives. A worker
+        that took over a partition whose records were all processed (and their
+        offsets committed) before the previous owner died gets none, yet its
+        engines may hold parked Workloads waiting for a requeue: the clock needs
+        their state to know when to tick. So they are rebuilt up to the offset
+        the group committed, the one Faust delivers next.
+        """
+        try:
+            assigned = self.app.consumer.assignment()
+        except Exception:  # no consumer yet, or it is being replaced in a rebalance
+            return
+        idle = sorted(
+            tp.partition
+            for tp in assigned
+            if tp.topic == self.names.admission and tp.partition not in self.next_offset
+        )
+        if not idle:
+            return
+        committed = await (await self.kafka()).committed_offsets(self.app.conf.id, self.names.admission)
+        for partition in idle:
+            async with self._rebuilding.setdefault(partition, asyncio.Lock()):
+                if partition in self.next_offset:
+                    continue  # the agent rebuilt it meanwhile
+                log.info("admission partition %d: assigned with no record to process yet", partition)
+                await self._catch_up(partition, committed.get(partition, 0))
+                if TP(self.names.admission, partition) not in self.app.consumer.assignment():
+                    await self.forget(partition)  # revoked meanwhile
+
+    async def _catch_up(self, partition: int, offset: int) -> DecisionWriter:
         writer = self.writers.get(partition)
         expected = self.next_offset.get(partition)
         if (
@@ -835,6 +872,12 @@ def build_app(
         # Engines defer some work to a later time (Kueue's requeue batch); time only
         # moves with the log, so a due wakeup is written there as a clock tick, and a
         # replay sees the very same clock. Ticks from several workers are harmless.
+        # Only engines that are rebuilt have wakeups: a partition assigned after a
+        # restart or rebalance is rebuilt here when no record of its own arrives.
+        try:
+            await runtime.hold_assigned()
+        except (KafkaError, LogError) as exc:
+            log.warning("the clock could not rebuild the admission partitions assigned: %r", exc)
         due = runtime.admission.next_wakeup_ms()
         now = time.time_ns() // 1_000_000
         if due is not None and due <= now:
