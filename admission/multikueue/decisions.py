@@ -11,7 +11,7 @@ from typing import Any
 class MultiKueueAction(StrEnum):
     """What the dispatcher decided; the cluster side carries it out."""
 
-    CREATE_REMOTE = "CreateRemote"  # cluster; objects: the Workload copy, then the Job copy (if any)
+    CREATE_REMOTE = "CreateRemote"  # cluster; objects: a Workload copy, or the winner's Job copy
     DELETE_REMOTE = "DeleteRemote"  # cluster; objects: [{"kind", "apiVersion", "namespace", "name"}, ...]
     SET_CHECK_STATE = "SetCheckState"  # the manager Workload's check: state, message, clusterName
     SET_NOMINATED = "SetNominatedClusters"  # the manager Workload's status.nominatedClusterNames: clusters

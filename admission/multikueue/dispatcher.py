@@ -58,6 +58,7 @@ class Copy:
 
     created: bool  # False: its deletion was decided
     generation: int  # the Workload's reservation it was created for
+    job_created: bool = False  # the Job copy's creation was decided (in the winner only)
 
 
 @dataclass(slots=True)
@@ -427,6 +428,9 @@ class Dispatcher:
             old = owners.pop(key, None)
             if old is not None:
                 jobs.pop(old, None)
+                copy = self._copy(worker, old)
+                if event.deleted and copy is not None and copy.created:
+                    copy.job_created = False  # deleted by someone else: made again (SyncJob creates it)
             workload = o.labels(event.object).get(names.PREBUILT_WORKLOAD_LABEL)
             wl_key = (event.namespace, workload) if isinstance(workload, str) and workload else None
             if wl_key is not None and ours and not event.deleted and event.object is not None:
@@ -502,7 +506,11 @@ class Dispatcher:
             return  # already decided
         targets = []
         remote_job = self.remote_jobs.get(worker, {}).get(key)
-        job_name = remote_job[0] if remote_job is not None else (group.job if group is not None else "")
+        job_name = ""
+        if remote_job is not None:
+            job_name = remote_job[0]
+        elif group is not None and copy is not None and copy.job_created:
+            job_name = group.job  # decided, not seen yet
         if job_name:
             targets.append(o.ref("Job", key[0], job_name))
         targets.append(o.ref("Workload", key[0], key[1]))
@@ -549,6 +557,23 @@ class Dispatcher:
             if best is None or rank < best:
                 best, found = rank, (worker, cond)
         return found
+
+    def _create_job_copy(self, key: Key, group: Group, worker: str) -> None:
+        """The Job copy, in the worker whose copy was admitted only (upstream's SyncJob, step 6b)."""
+        if not group.job or key in self.remote_jobs.get(worker, {}):
+            return
+        copy = self._copy(worker, key)
+        job = self.jobs.get((key[0], group.job))
+        if copy is None or not copy.created or copy.job_created or job is None:
+            return
+        copy.job_created = True
+        self._emit(
+            MultiKueueAction.CREATE_REMOTE,
+            cluster=worker,
+            namespace=key[0],
+            name=key[1],
+            objects=[o.job_copy(job, key[1], self.fed.settings.origin)],
+        )
 
     def _sync_job_status(self, key: Key, group: Group, worker: str) -> None:
         """Mirror the worker Job's status onto the manager's Job (upstream's SyncJob)."""
@@ -672,6 +697,7 @@ class Dispatcher:
         if admitted is not None:
             worker = admitted[0]
             self._delete_all(key, group, keep=worker)
+            self._create_job_copy(key, group, worker)
             self._sync_job_status(key, group, worker)
             if state not in (RETRY, REJECTED) and (state != READY or group.cluster_name != worker):
                 group.cluster_name = worker
@@ -745,16 +771,13 @@ class Dispatcher:
             if worker in group.nominated:
                 if has_copy or not self.fed.connected(worker):
                     continue
-                objects = [o.workload_copy(group.manifest, origin)]
-                if job is not None:
-                    objects.append(o.job_copy(job, key[1], origin))
                 self._set_copy(worker, key, Copy(created=True, generation=group.generation))
                 self._emit(
                     MultiKueueAction.CREATE_REMOTE,
                     cluster=worker,
                     namespace=key[0],
                     name=key[1],
-                    objects=objects,
+                    objects=[o.workload_copy(group.manifest, origin)],
                 )
             elif has_copy:
                 self._delete_copy(worker, key, group)

@@ -9,10 +9,11 @@ from tests.multikueue.world import CHECK, NS, World, is_true
 MINUTE = 60_000
 
 
-def test_all_at_once_creates_copies_of_the_workload_and_its_job_in_every_worker() -> None:
+def test_all_at_once_copies_the_workload_to_every_worker_and_the_job_to_the_winner() -> None:
     """nominateAndSynchronizeWorkers (all-at-once): every connected worker of the config is nominated,
-    sorted, and gets a copy of the Workload (origin label) and of its Job (suspended, prebuilt-workload
-    and origin labels, no selector, no controller labels) once the Workload holds quota."""
+    sorted, and gets a copy of the Workload (origin label, cloneForCreate) once the Workload holds quota;
+    the Job is copied (suspended, prebuilt-workload and origin labels, no selector, no controller
+    labels) only to the worker whose copy is admitted (reconcileGroup step 6b, the job adapter's SyncJob)."""
     world = World(clusters=("w2", "w1")).setup()
     key = world.submit("job1")
     assert world.of(A.CREATE_REMOTE) == []  # no quota yet
@@ -20,22 +21,29 @@ def test_all_at_once_creates_copies_of_the_workload_and_its_job_in_every_worker(
     assert [d.clusters for d in world.of(A.SET_NOMINATED)] == [["w1", "w2"]]
     creates = world.of(A.CREATE_REMOTE)
     assert [d.cluster for d in creates] == ["w2", "w1"]  # the config's order
-    wl_copy, job_copy = creates[0].objects
+    assert all([o["kind"] for o in d.objects] == ["Workload"] for d in creates)
+    (wl_copy,) = creates[0].objects
     assert wl_copy["kind"] == "Workload" and wl_copy["metadata"]["labels"][names.ORIGIN_LABEL] == "multikueue"
     assert wl_copy["spec"]["queueName"] == "lq" and "status" not in wl_copy
-    assert job_copy["kind"] == "Job" and job_copy["spec"]["suspend"] is True
+    assert world.holding(key) == ["w1", "w2"]
+    assert world.check_state(key) == "Pending"
+
+    world.now += 1000
+    world.admit("w1", key)
+    job_creates = [d for d in world.of(A.CREATE_REMOTE) if d.objects[0]["kind"] == "Job"]
+    assert [d.cluster for d in job_creates] == ["w1"]
+    (job_copy,) = job_creates[0].objects
+    assert job_copy["spec"]["suspend"] is True
     assert job_copy["metadata"]["labels"][names.PREBUILT_WORKLOAD_LABEL] == "job1"
     assert job_copy["metadata"]["labels"][names.ORIGIN_LABEL] == "multikueue"
     assert "selector" not in job_copy["spec"]
     assert job_copy["spec"]["template"]["metadata"]["labels"] == {"app": "x"}
-    assert world.holding(key) == ["w1", "w2"]
-    assert world.check_state(key) == "Pending"
 
 
 def test_first_worker_to_admit_wins_and_the_other_copies_are_deleted() -> None:
     """reconcileGroup step 6b and syncAdmittingRemoteState: the copy admitted first wins; the others are
-    removed (Job copy first, then the Workload copy), the check becomes Ready naming the cluster, and
-    status.clusterName is set."""
+    removed (only a Workload copy: no Job was copied there), the winner gets the Job copy, the check
+    becomes Ready naming the cluster, and status.clusterName is set."""
     world = World().setup()
     key = world.submit("job1")
     world.reserve(key)
@@ -46,10 +54,31 @@ def test_first_worker_to_admit_wins_and_the_other_copies_are_deleted() -> None:
     assert world.workloads[key]["status"]["clusterName"] == "w2"
     assert world.holding(key) == ["w2"]
     deletes = world.of(A.DELETE_REMOTE)
-    assert [(d.cluster, [o["kind"] for o in d.objects]) for d in deletes] == [("w1", ["Job", "Workload"])]
+    assert [(d.cluster, [o["kind"] for o in d.objects]) for d in deletes] == [("w1", ["Workload"])]
+    creates = [(d.cluster, [o["kind"] for o in d.objects]) for d in world.of(A.CREATE_REMOTE)]
+    assert creates == [("w1", ["Workload"]), ("w2", ["Workload"]), ("w2", ["Job"])]
     assert world.workloads[key]["status"]["nominatedClusterNames"] == []
     # Nothing is decided twice: one Ready, one delete.
     assert len(world.of(A.SET_CHECK_STATE)) == 1
+
+
+def test_a_job_copy_deleted_in_the_winner_is_made_again() -> None:
+    """The job adapter's SyncJob, run on every reconcile of the admitting remote, creates the remote Job
+    when it is missing: once, not again while the new copy is on its way."""
+    world = World().setup()
+    key = world.submit("job1")
+    world.reserve(key)
+    world.now += 1000
+    world.admit("w2", key)
+
+    def job_creates() -> list[str]:
+        return [d.cluster for d in world.of(A.CREATE_REMOTE) if d.objects[0]["kind"] == "Job"]
+
+    assert job_creates() == ["w2"]
+    world.remote_delete_job("w2", key)
+    assert job_creates() == ["w2", "w2"]
+    assert key in world.workers["w2"].jobs
+    assert world.check_state(key) == "Ready" and world.holding(key) == ["w2"]
 
 
 def test_worker_job_status_is_mirrored_and_its_completion_finishes_the_manager_workload() -> None:

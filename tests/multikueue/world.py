@@ -265,6 +265,10 @@ class World:
         job["status"] = status
         self._worker_object(worker, job)
 
+    def remote_delete_job(self, worker: str, key: Key) -> None:
+        """Someone deletes the worker's Job copy."""
+        self._worker_object(worker, self.workers[worker].jobs.pop(key), deleted=True)
+
     def plant(self, worker: str, key: Key, origin: str = "multikueue") -> None:
         """A copy nobody here made (a previous manager's): only the garbage collector removes it."""
         wl = {

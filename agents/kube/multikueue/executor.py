@@ -11,7 +11,8 @@ its offset in ``kueue.multikueue``), handed to ``on_outcome``; at a start,
 every decision without one is applied again (:meth:`MultiKueueExecutor.restore`),
 so every write here is idempotent:
 
-- ``CreateRemote``: the Workload copy, then the Job copy, in the worker. An
+- ``CreateRemote``: the objects in the worker, in order (the dispatcher sends
+  a Workload copy, or the winner's Job copy). An
   object that exists already is ``unchanged`` when it carries our origin label
   and ``conflict`` when it does not (someone else's object: left alone); one
   still being deleted (an earlier copy held by a finalizer) is waited for, up
