@@ -246,7 +246,13 @@ class WorkerLinks:
                 if self.connections.get(name) is conn:
                     del self.connections[name]
                 await conn.close()
-            if not rotated:
+            if rotated:
+                # The new kubeconfig may name another server, whose resourceVersions mean nothing
+                # next to the old one's: its watch starts with a list, as upstream's new client does.
+                ledger = self._ledgers.get(name)
+                if ledger is not None:
+                    ledger.progress.clear()
+            else:
                 await asyncio.sleep(self.retry_s)
 
     async def _probe(self, name: str, conn: KubeConnection) -> bool:
