@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kueuestream.admission.job_workload import job_workload_name
 from kueuestream.admission.multikueue.names import CONTROLLER_NAME, ORIGIN_LABEL
 from kueuestream.agents.kube.api_calls import request_json
 from kueuestream.agents.kube.client import KubeConnection, connect
@@ -316,3 +317,16 @@ async def quota(api: KubeObjects, ns: str, suffix: str, cpu: str, check: str = "
             "spec": {"clusterQueue": f"cq-{suffix}"},
         },
     )
+
+
+def check_state(workload: dict[str, Any] | None, check: str) -> dict[str, Any]:
+    """The entry of ``status.admissionChecks`` named ``check``, or {}."""
+    for entry in ((workload or {}).get("status") or {}).get("admissionChecks") or []:
+        if entry.get("name") == check:
+            return dict(entry)
+    return {}
+
+
+async def manager_workload(fl: Fleet, job: dict[str, Any]) -> dict[str, Any] | None:
+    """The manager's Workload of ``job``, by the name Kueue's job framework gives it."""
+    return await fl.get("manager", WORKLOADS, job_workload_name(job))

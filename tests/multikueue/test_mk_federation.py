@@ -22,20 +22,9 @@ from kueuestream.agents.kube.multikueue.executor import MULTIKUEUE_CLUSTERS
 from kueuestream.agents.kube.rest import JOBS, WORKLOADS
 from tests.cluster.kube_rig import condition, eventually, is_true
 from tests.conftest import MultiKueueServers
-from tests.multikueue.fleet import Fleet, fleet
+from tests.multikueue.fleet import check_state, fleet, manager_workload
 
 pytestmark = pytest.mark.kube
-
-
-def check_state(workload: dict[str, Any] | None, check: str) -> dict[str, Any]:
-    for entry in ((workload or {}).get("status") or {}).get("admissionChecks") or []:
-        if entry.get("name") == check:
-            return dict(entry)
-    return {}
-
-
-async def manager_workload(fl: Fleet, job: dict[str, Any]) -> dict[str, Any] | None:
-    return await fl.get("manager", WORKLOADS, job_workload_name(job))
 
 
 async def test_dispatch_first_admit_wins_and_completion_flows_back(

@@ -9,7 +9,6 @@ controller runs: the test marks the worker's Job succeeded itself.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,7 +16,7 @@ from kueuestream.admission.job_workload import job_workload_name
 from kueuestream.agents.kube.rest import JOBS, WORKLOADS
 from tests.cluster.kube_rig import condition, eventually, is_true
 from tests.conftest import KubeInstance, MultiKueueServers
-from tests.multikueue.fleet import Fleet, fleet, now
+from tests.multikueue.fleet import Fleet, check_state, fleet, manager_workload, now
 from tests.multikueue.upstream_kueue import upstream_kueue
 
 pytestmark = pytest.mark.kube
@@ -41,17 +40,6 @@ async def succeed(fl: Fleet, worker: str, name: str, message: str) -> None:
     ]
     status = {"conditions": conditions, "startTime": stamp, "completionTime": stamp, "succeeded": 1}
     await fl.api(worker).patch(JOBS, fl.ns, name, {"status": status}, subresource="status")
-
-
-def check_state(workload: dict[str, Any] | None, check: str) -> dict[str, Any]:
-    for entry in ((workload or {}).get("status") or {}).get("admissionChecks") or []:
-        if entry.get("name") == check:
-            return dict(entry)
-    return {}
-
-
-async def manager_workload(fl: Fleet, job: dict[str, Any]) -> dict[str, Any] | None:
-    return await fl.get("manager", WORKLOADS, job_workload_name(job))
 
 
 async def test_upstream_worker_admits_runs_and_finishes(
