@@ -24,7 +24,7 @@ from kueuestream.agents.kube.apply_service import KafkaApplier
 from kueuestream.agents.kube.watch_service import WatchOptions, start_watcher
 from kueuestream.agents.topic_names import TopicNames
 from kueuestream.streams.kafka_log import KafkaLog
-from tests.cluster.kube_rig import Quota, Rig, cluster, eventually, is_true, start_runtime
+from tests.cluster.kube_rig import Quota, Rig, cluster, condition, eventually, is_true, start_runtime
 from tests.helpers import queued_job
 
 pytestmark = [pytest.mark.kube, pytest.mark.kafka]
@@ -33,8 +33,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 async def scenario(rig: Rig, q: Quota, timeout_s: float = 60) -> dict[str, Any]:
-    """Three one-cpu Jobs on two cpus; the first completes; the statuses once all is settled."""
-    jobs = [await rig.job(queued_job(q.namespace, f"j{i}", q.local_queue)) for i in range(3)]
+    """Three one-cpu Jobs on two cpus; the first completes; the statuses once all is settled.
+
+    The third Job is created once the first two run: Jobs created within the
+    same second tie on their Workloads' creation time, and which of their
+    Workloads the scheduler sees first is a race, as it is in Kueue.
+    """
+    jobs = [await rig.job(queued_job(q.namespace, f"j{i}", q.local_queue)) for i in range(2)]
 
     async def running(j: dict[str, Any]) -> bool:
         return (await rig.read_job(j))["spec"].get("suspend") is False
@@ -43,6 +48,12 @@ async def scenario(rig: Rig, q: Quota, timeout_s: float = 60) -> dict[str, Any]:
         return await running(jobs[0]) and await running(jobs[1])
 
     await eventually(first_two, "j0 and j1 started", timeout_s)
+    jobs.append(await rig.job(queued_job(q.namespace, "j2", q.local_queue)))
+
+    async def third_waits() -> bool:
+        return condition(await rig.workload_of(jobs[2]), "QuotaReserved") is not None
+
+    await eventually(third_waits, "j2's Workload got its pending reason", timeout_s)
     assert not await running(jobs[2])
     await rig.complete(jobs[0])
 
