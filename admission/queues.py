@@ -44,17 +44,25 @@ class PendingQueue:
     groups: dict[GroupKey, _Group] = field(default_factory=dict)
     heap: list[tuple[OrderKey, GroupKey]] = field(default_factory=list)
 
-    def _best(self, group: _Group) -> OrderKey | None:
+    def _best(self, gkey: GroupKey, group: _Group) -> OrderKey | None:
+        """The group's first member still queued in it; entries of members gone are dropped on the way.
+
+        A member counts only while it is queued in this group: a workload moved
+        to another group keeps its order key, and its entry left behind here
+        must not stand for it.
+        """
+        order, group_of = self.order, self.group_of
         while group.members:
             top = group.members[0]
-            if self.order.get((top[3], top[4])) == top:
+            key = (top[3], top[4])
+            if order.get(key) == top and group_of.get(key) == gkey:
                 return top
             heapq.heappop(group.members)
         return None
 
     def _advertise(self, gkey: GroupKey, group: _Group) -> None:
         """Give an unparked group an entry in the heap at its best member, unless it has one."""
-        best = self._best(group)
+        best = self._best(gkey, group)
         if best is not None and not group.parked and best != group.advertised:
             heapq.heappush(self.heap, (best, gkey))
             group.advertised = best
@@ -101,7 +109,7 @@ class PendingQueue:
             return
         gkey = self.group_of.pop(key)
         group = self.groups[gkey]
-        if self._best(group) is None:
+        if self._best(gkey, group) is None:
             del self.groups[gkey]
         elif order == group.advertised:
             self._advertise(gkey, group)
@@ -115,14 +123,14 @@ class PendingQueue:
             group.advertised = None
             if group.parked:
                 continue  # it gets a new entry when it is unparked
-            if self._best(group) != order:
+            if self._best(gkey, group) != order:
                 self._advertise(gkey, group)
                 continue
             heapq.heappop(group.members)
             key = (order[3], order[4])
             del self.order[key]
             del self.group_of[key]
-            if self._best(group) is None:
+            if self._best(gkey, group) is None:
                 del self.groups[gkey]
             else:
                 self._advertise(gkey, group)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kueuestream.admission.queues import GroupKey, OrderKey, PendingQueue, WorkloadKey
@@ -58,6 +58,16 @@ operation = st.tuples(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(operation, max_size=60))
+# A workload moved to a parked group with its order unchanged: the entry it left in its old
+# group must not hand it out.
+@example(
+    [
+        ("activate", "wl-0", (False, 0, 0), 1),
+        ("activate", "wl-1", (False, 0, 0), 1),
+        ("activate", "wl-2", (False, 0, 0), 1),
+        ("park", "wl-1", (False, 0, 0), 0),
+    ]
+)
 def test_every_pop_is_the_first_queued_workload_not_parked(
     ops: list[tuple[str, str, tuple[bool, int, int], int]],
 ) -> None:
