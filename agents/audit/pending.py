@@ -27,8 +27,10 @@ import difflib
 import gc
 import heapq
 import operator
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -67,7 +69,8 @@ API_VERSION = f"{GROUP}/v1beta2"
 # pkg/constants: DefaultPendingWorkloadsLimit, MaxPendingWorkloadsLimit.
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
-_by_order = operator.itemgetter(0)  # an Entry's order, or that of an (order, Workload) pair
+_by_order = operator.itemgetter(0)  # an Entry's order
+_by_queue = operator.itemgetter(1)  # an Entry's LocalQueue
 
 
 class QueueNotFound(LookupError):
@@ -117,7 +120,7 @@ def queue_order(engine: Engine, cluster_queue: str) -> list[Entry]:
             if lq is not None and lq.spec.cluster_queue == cluster_queue and lq.spec.stop_policy == "None":
                 keys.append(key)
     recs = [workloads[key] for key in keys if key in workloads]
-    entries = [Entry(rec.order_key(), rec.obj.spec.queue_name, rec) for rec in recs]
+    entries = [Entry(rec.order_key(), (rec.key[0], rec.obj.spec.queue_name), rec) for rec in recs]
     entries.sort(key=_by_order)
     return entries
 
@@ -129,29 +132,34 @@ def fold_order(folded: QueueFold, cluster_queue: str, first: int | None = None) 
     feeding = {
         lq for lq, cq in folded.local_queues.items() if cq == cluster_queue
     } - folded.stopped_local_queues
-    keyed = [
-        (order, wl)
+    # Entry(...) without the call through its Python-level __new__: this runs once per Workload.
+    new = tuple.__new__
+    entries: list[Entry] = [
+        new(Entry, (order, lq, wl))
         for wl in folded.workloads.values()
-        if (wl.namespace, wl.queue_name) in feeding and (order := queued_order(wl)) is not None
+        if (lq := (wl.namespace, wl.queue_name)) in feeding and (order := queued_order(wl)) is not None
     ]
-    if first is not None and first < len(keyed):
+    if first is not None and first < len(entries):
         # A page near the head needs the smallest few, not the whole queue sorted.
-        keyed = heapq.nsmallest(first, keyed, key=_by_order)
-    else:
-        keyed.sort(key=_by_order)
-    return [Entry(order, wl.queue_name, wl) for order, wl in keyed]
+        return heapq.nsmallest(first, entries, key=_by_order)
+    entries.sort(key=_by_order)
+    return entries
 
 
 class Entry(NamedTuple):
     """A pending Workload, by its place in the queue's order; the rest is read only for the items shown."""
 
     order: OrderKey
-    queue_name: str
+    local_queue: tuple[str, str]  # (namespace, name)
     source: WorkloadRecord | Waiting
 
     @property
     def namespace(self) -> str:
-        return self.order[3]
+        return self.local_queue[0]
+
+    @property
+    def queue_name(self) -> str:
+        return self.local_queue[1]
 
 
 def _metadata(namespace: str, name: str, manifest_meta: dict[str, Any], created_ms: int) -> dict[str, Any]:
@@ -199,14 +207,14 @@ def summary(items: list[dict[str, Any]]) -> dict[str, Any]:
 def cluster_queue_items(order: Sequence[Entry], limit: int, offset: int) -> list[dict[str, Any]]:
     """Kueue's ``pendingWorkloadsInCqREST.Get``: LocalQueue positions count from the queue's head."""
     limit, offset = bounded(limit, offset)
-    in_lq: dict[tuple[str, str], int] = {}
+    # Each LocalQueue's Workloads before the page, counted without a Python step per Workload.
+    in_lq = Counter(map(_by_queue, order[:offset]))
     items = []
-    for index, entry in enumerate(order[: offset + limit]):
-        lq = (entry.namespace, entry.queue_name)
-        position = in_lq.get(lq, 0)
+    for index, entry in enumerate(order[offset : offset + limit], offset):
+        lq = entry.local_queue
+        position = in_lq[lq]
         in_lq[lq] = position + 1
-        if index >= offset:
-            items.append(_item(entry, index, position))
+        items.append(_item(entry, index, position))
     return items
 
 
@@ -215,17 +223,13 @@ def local_queue_items(
 ) -> list[dict[str, Any]]:
     """Kueue's ``pendingWorkloadsInLqREST.Get``: the LocalQueue's Workloads among its ClusterQueue's."""
     limit, offset = bounded(limit, offset)
-    items: list[dict[str, Any]] = []
-    skipped = 0
-    for index, entry in enumerate(order):
-        if len(items) >= limit:
-            break
-        if entry.namespace == namespace and entry.queue_name == name:
-            if skipped < offset:
-                skipped += 1
-            else:
-                items.append(_item(entry, index, len(items) + offset))
-    return items
+    wanted = (namespace, name)
+    # The LocalQueue's places in the ClusterQueue's order, found without a Python step per Workload.
+    places = list(compress(range(len(order)), map(wanted.__eq__, map(_by_queue, order))))
+    return [
+        _item(order[index], index, position)
+        for position, index in enumerate(places[offset : offset + limit], offset)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
