@@ -335,6 +335,11 @@ class MultiKueueExecutor:
                     )
             except Exception as exc:
                 if not is_transient(exc):
+                    if status_of(exc) == 0:
+                        # Not the server's answer: a fault of ours or of the client, worth its traceback.
+                        log.warning(
+                            "MultiKueue %s in cluster %s failed", decision.action, target, exc_info=exc
+                        )
                     return FAILED, reason_of(exc)
             self.counters.retries += 1
             await asyncio.sleep(pause)
