@@ -4,7 +4,10 @@
 
 The three API servers are ``scripts/kube.sh`` instances ``mk-manager``,
 ``mk-worker1`` and ``mk-worker2`` (started here when they are not running,
-and then stopped at the end). Three ``kueuestream run --kubeconfig``
+and then stopped at the end). Instances already running are used as they
+are, and this run's manager then also takes in what an earlier run left in
+them (its Workloads, ClusterQueues and admission checks), so the figures
+are those of a fresh federation only on fresh instances. Three ``kueuestream run --kubeconfig``
 subprocesses run as a user runs them, each on a fresh log: the manager (with a
 Configuration naming a fresh origin, ``--multikueue-namespace`` holding the
 workers' kubeconfig Secrets) and one per worker, admitting the copies with its
