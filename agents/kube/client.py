@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import urllib.parse
+import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +155,44 @@ def _context_entry(kubeconfig: Path, context: str | None) -> tuple[str, dict[str
     raise KubeConfigError(f"kubeconfig {kubeconfig}: context {wanted!r} not found; expected one of: {known}")
 
 
+# What kubernetes_asyncio gives its session: watch events of large objects exceed aiohttp's default.
+READ_BUFSIZE = 2**21
+
+
+def api_client(configuration: k8s.Configuration) -> k8s.ApiClient:
+    """A kubernetes_asyncio client for ``configuration`` whose calls never consult ``~/.netrc``.
+
+    kubernetes_asyncio opens its aiohttp session with ``trust_env=True`` for the
+    proxy variables, and with it aiohttp looks up ``.netrc`` credentials before
+    every call (in a thread of the loop's executor, so a thread hop per call).
+    A ``.netrc`` entry for the server, or a ``default`` one, then breaks every
+    call: aiohttp refuses Basic credentials beside our bearer token. The
+    session is replaced by one on the same connector that does not read the
+    environment, and the proxy the environment names for the server
+    (``HTTPS_PROXY``/``HTTP_PROXY``, unless ``NO_PROXY`` excludes the host) is
+    set on the client, which passes it with every call.
+    """
+    api = k8s.ApiClient(configuration=configuration)
+    rest = api.rest_client
+    given: aiohttp.ClientSession = rest.pool_manager
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=given.connector, trust_env=False, read_bufsize=READ_BUFSIZE
+    )
+    given.detach()  # the connector now belongs to the new session alone
+    proxy = None if rest.proxy else env_proxy(str(configuration.host))
+    if proxy:
+        rest.proxy = proxy
+    return api
+
+
+def env_proxy(server: str) -> str | None:
+    """The proxy the environment names for ``server``'s scheme, unless ``NO_PROXY`` excludes its host."""
+    url = urllib.parse.urlsplit(server)
+    if not url.hostname or urllib.request.proxy_bypass(url.hostname):
+        return None
+    return urllib.request.getproxies().get(url.scheme)
+
+
 IN_CLUSTER = "in-cluster"  # the cluster name and context of a connection from a pod
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -174,7 +214,7 @@ async def connect(kubeconfig: str | Path | None, context: str | None = None) -> 
     except Exception as exc:
         raise KubeConfigError(f"kubeconfig {path}: context {name!r} cannot be used: {exc}") from exc
     cluster = (entry.get("context") or {}).get("cluster") or name
-    api = k8s.ApiClient(configuration=configuration)
+    api = api_client(configuration)
     return KubeConnection(api=api, context=name, cluster=str(cluster), server=str(configuration.host))
 
 
@@ -196,5 +236,5 @@ def connect_in_cluster(
             f"KUBERNETES_SERVICE_PORT and mounts the service account in {account_dir}; "
             "elsewhere, give --kubeconfig)"
         ) from exc
-    api = k8s.ApiClient(configuration=configuration)
+    api = api_client(configuration)
     return KubeConnection(api=api, context=IN_CLUSTER, cluster=IN_CLUSTER, server=str(configuration.host))

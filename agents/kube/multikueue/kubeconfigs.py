@@ -24,7 +24,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from kueuestream.admission.multikueue import names
-from kueuestream.agents.kube.client import KubeConnection
+from kueuestream.agents.kube.client import KubeConnection, api_client
 from kueuestream.agents.kube.rest import NOT_FOUND, KubeObjects, Resource, reason_of, status_of
 
 SECRETS = Resource("", "v1", "secrets", "Secret")
@@ -145,7 +145,7 @@ async def connect_kubeconfig(config: dict[str, Any]) -> KubeConnection:
     for entry in config.get("contexts") or []:
         if isinstance(entry, dict) and entry.get("name") == current:
             cluster = str((entry.get("context") or {}).get("cluster") or current)
-    api = k8s.ApiClient(configuration=configuration)
+    api = api_client(configuration)
     return KubeConnection(api=api, context=current, cluster=cluster, server=str(configuration.host))
 
 
