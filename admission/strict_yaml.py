@@ -131,6 +131,22 @@ def _syntax_problem(err: yaml.YAMLError) -> YamlProblem:
     return YamlProblem(" ".join(str(err).split()), line=1, column=1, syntax=True)
 
 
+# libyaml 0.2.6 and later (PyYAML's wheels from 6.0.3) stop at their own nesting limit, 1,000
+# levels, which their scanner can reach ahead of the guarded composer's MAX_DEPTH.
+_LIBYAML_NESTING = "exceeded maximum nesting depth"
+
+
+def _nesting_problem(err: yaml.YAMLError) -> YamlProblem | None:
+    """libyaml's nesting limit said as :data:`MAX_DEPTH`'s is (it is the same refusal, reached later)."""
+    if not isinstance(err, yaml.MarkedYAMLError) or err.problem_mark is None:
+        return None
+    if not str(err.problem).startswith(_LIBYAML_NESTING):
+        return None
+    mark = err.problem_mark
+    message = f"{_too_deep(mark)}; the rest of the text is not read"
+    return YamlProblem(message, line=mark.line + 1, column=mark.column + 1)
+
+
 class _Refused(Exception):
     def __init__(
         self,
@@ -577,7 +593,7 @@ def load_documents(text: str, *, libyaml_composer: bool | None = None) -> Iterat
     try:
         yield from documents
     except yaml.YAMLError as err:
-        yield YamlDocument(None, _syntax_problem(err))
+        yield YamlDocument(None, _nesting_problem(err) or _syntax_problem(err))
 
 
 def load_one(text: str) -> Any:
