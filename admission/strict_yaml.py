@@ -131,7 +131,7 @@ def _syntax_problem(err: yaml.YAMLError) -> YamlProblem:
     return YamlProblem(" ".join(str(err).split()), line=1, column=1, syntax=True)
 
 
-# libyaml 0.2.6 and later (PyYAML's wheels from 6.0.3) stop at their own nesting limit, 1,000
+# libyaml 0.2.6 and later (in PyYAML 6.0.4's wheels) stop at their own nesting limit, 1,000
 # levels, which their scanner can reach ahead of the guarded composer's MAX_DEPTH.
 _LIBYAML_NESTING = "exceeded maximum nesting depth"
 
