@@ -22,7 +22,8 @@ Figures: Workloads dispatched per second (Jobs / time from the first creation
 to the last Job running on a worker), p50/p99 of each Job's latency from its
 creation (the create call answered) to its copy running on a worker (the watch
 event received), how the Jobs split between the workers, and the CPU time of
-each process per Job.
+each process per Job, and the requests each API server answered per Job (from
+its ``apiserver_request_total`` metric), by verb and resource.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import argparse
 import asyncio
 import base64
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -45,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from kueuestream.admission.multikueue.names import CONTROLLER_NAME  # noqa: E402
-from kueuestream.agents.kube.api_calls import get_json, watch_lines  # noqa: E402
+from kueuestream.agents.kube.api_calls import get_json, request_bytes, watch_lines  # noqa: E402
 from kueuestream.agents.kube.client import KubeConnection, connect  # noqa: E402
 from kueuestream.agents.kube.crd_install import install_crds  # noqa: E402
 from kueuestream.agents.kube.multikueue.executor import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS  # noqa: E402
@@ -99,6 +101,26 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+REQUEST_TOTAL = re.compile(r"^apiserver_request_total\{([^}]*)\} (\S+)$", re.MULTILINE)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+async def request_counts(api: Any) -> dict[str, float]:
+    """Requests the API server answered so far, by "VERB resource[/subresource]" and, unless it
+    succeeded, the answer's code (watches left out)."""
+    text = (await request_bytes(api, "GET", "/metrics")).decode()
+    counts: dict[str, float] = {}
+    for labels, value in REQUEST_TOTAL.findall(text):
+        got = dict(LABEL.findall(labels))
+        if got.get("verb") == "WATCH":
+            continue
+        what = got.get("resource", "") + (f"/{got['subresource']}" if got.get("subresource") else "")
+        code = got.get("code", "")
+        key = f"{got.get('verb')} {what}" + ("" if code.startswith("2") else f" ({code})")
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
 
 
 async def setup(conns: dict[str, KubeConnection], paths: dict[str, str], jobs: int) -> tuple[str, str, Path]:
@@ -218,6 +240,7 @@ async def bench(paths: dict[str, str], count: int, concurrency: int, timeout_s: 
 
         pids = {**server_pids(), **{f"kueuestream run {r}": p.pid for r, p in runners.items()}}
         cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        calls_before = {role: await request_counts(c.api) for role, c in conns.items()}
         begin = time.time()
         await asyncio.gather(*(create(i) for i in range(count)))
         created_s = time.time() - begin
@@ -228,6 +251,11 @@ async def bench(paths: dict[str, str], count: int, concurrency: int, timeout_s: 
             task.cancel()
         end = max(t for t, _ in running.values())
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+        calls = {}
+        for role, c in conns.items():
+            after = await request_counts(c.api)
+            diff = {k: v - calls_before[role].get(k, 0.0) for k, v in after.items()}
+            calls[role] = {k: v / count for k, v in sorted(diff.items()) if v > 0}
         load = os.getloadavg()[0]
     finally:
         for runner in runners.values():
@@ -251,6 +279,7 @@ async def bench(paths: dict[str, str], count: int, concurrency: int, timeout_s: 
         "split": split,
         "load": load,
         "cpu_ms": {name: seconds * 1000 / count for name, seconds in cpu.items()},
+        "calls": calls,
     }
 
 
@@ -277,6 +306,9 @@ def main() -> None:
     print(f"ran on: w1 {r['split']['w1']}, w2 {r['split']['w2']}")
     cpu = ", ".join(f"{name} {ms:.1f} ms" for name, ms in r["cpu_ms"].items())
     print(f"CPU time per Job: {cpu}; machine load average at the end: {r['load']:.1f}")
+    for role, by_kind in r["calls"].items():
+        shown = ", ".join(f"{kind} {n:.2f}" for kind, n in by_kind.items() if n >= 0.01)
+        print(f"requests per Job on {role}: {sum(by_kind.values()):.2f} ({shown})")
 
 
 if __name__ == "__main__":

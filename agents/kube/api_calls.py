@@ -81,10 +81,28 @@ async def request_json(
     timeout_s: float = 60.0,
 ) -> Any:
     """The parsed answer to one request; an ``ApiException`` for any non-2xx answer."""
+    return orjson.loads(
+        await request_bytes(
+            api, method, path, query, body=body, content_type=content_type, timeout_s=timeout_s
+        )
+    )
+
+
+async def request_bytes(
+    api: k8s.ApiClient,
+    method: str,
+    path: str,
+    query: Query = (),
+    *,
+    body: Any = None,
+    content_type: str = "application/json",
+    timeout_s: float = 60.0,
+) -> bytes:
+    """The body of the answer to one request, as sent; an ``ApiException`` for any non-2xx answer."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     resp = await _open(api, method, path, query, timeout, body=body, content_type=content_type)
     try:
-        return orjson.loads(await resp.read())
+        return bytes(await resp.read())
     finally:
         resp.release()
 
