@@ -21,6 +21,7 @@ import pytest
 from kueuestream.admission.multikueue.decisions import MultiKueueAction
 from kueuestream.admission.multikueue.names import CONTROLLER_NAME, ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 from kueuestream.admission.multikueue.objects import job_copy, ref, workload_copy
+from kueuestream.agents.kube.api_calls import watch_lines
 from kueuestream.agents.kube.client import connect
 from kueuestream.agents.kube.crd_install import install_crds
 from kueuestream.agents.kube.multikueue.executor import (
@@ -388,3 +389,52 @@ async def test_restore_applies_only_decisions_without_an_outcome(
         assert [(o.decision, o.outcome) for o in fed.outcomes] == [(1, "applied")]
         done = await get(fed.manager, WORKLOADS, fed.ns, "done")
         assert done is not None and "nominatedClusterNames" not in (done.get("status") or {})
+
+
+async def test_check_ready_and_nominated_cleared_are_one_write(multikueue_servers: MultiKueueServers) -> None:
+    """wlReconciler.syncAdmittingRemoteState sets the check Ready and clears
+    status.nominatedClusterNames in one patch: waiting one after another in the
+    Workload's lane, the two decisions are one status write, each with its outcome."""
+    async with federation(multikueue_servers) as fed:
+        created = await fed.manager.create(WORKLOADS, fed.ns, manager_workload(fed.ns, "wl"))
+        nominate = decision(
+            MultiKueueAction.SET_NOMINATED, namespace=fed.ns, name="wl", clusters=["w1", "w2"]
+        )
+        assert (await fed.run(nominate)).outcome == "applied"
+        wl = await get(fed.manager, WORKLOADS, fed.ns, "wl")
+        assert wl is not None
+        since = wl["metadata"]["resourceVersion"]
+        ready = decision(
+            MultiKueueAction.SET_CHECK_STATE,
+            namespace=fed.ns,
+            name="wl",
+            check="mk",
+            state="Ready",
+            message='The workload was admitted on "w1"',
+            clusterName="w1",
+        )
+        cleared = decision(MultiKueueAction.SET_NOMINATED, namespace=fed.ns, name="wl", clusters=[])
+        again = decision(MultiKueueAction.SET_NOMINATED, namespace=fed.ns, name="wl", clusters=[])
+        for offset, d in enumerate((ready, cleared, again), start=500):
+            fed.executor.submit(offset, d)
+        await asyncio.wait_for(fed.executor.idle(), 60)
+        assert [(o.decision, o.outcome) for o in fed.outcomes[1:]] == [
+            (500, "applied"),
+            (501, "applied"),
+            (502, "unchanged"),
+        ]
+        wl = await get(fed.manager, WORKLOADS, fed.ns, "wl")
+        assert wl is not None
+        assert [e["state"] for e in wl["status"]["admissionChecks"]] == ["Ready"]
+        assert wl["status"]["clusterName"] == "w1"
+        assert "nominatedClusterNames" not in wl["status"]
+        # Every write to the Workload since the nomination, as its watch shows them.
+        path = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{fed.ns}/workloads"
+        query = [("fieldSelector", "metadata.name=wl"), ("resourceVersion", since)]
+        writes = [
+            e
+            async for e in watch_lines(fed.manager.api, path, query, server_timeout_s=2)
+            if e.get("type") == "MODIFIED"
+        ]
+        assert len(writes) == 1, [w["object"]["status"] for w in writes]
+        assert created["metadata"]["uid"] == writes[0]["object"]["metadata"]["uid"]

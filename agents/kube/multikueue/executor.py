@@ -22,7 +22,11 @@ so every write here is idempotent:
 - ``SetCheckState``: the manager Workload's entry of the check in
   ``status.admissionChecks`` (state, message, a new ``lastTransitionTime`` when
   the state changes) and ``status.clusterName`` (removed when the decision's is
-  empty); ``SetNominatedClusters``: ``status.nominatedClusterNames``.
+  empty); ``SetNominatedClusters``: ``status.nominatedClusterNames``. Such
+  decisions about one Workload that wait in its lane one after another are
+  written as one patch, as upstream's ``syncAdmittingRemoteState`` sets the
+  check Ready and clears the nominated clusters in one write; each still gets
+  its own outcome.
 - ``SyncJobStatus``: the manager Job's ``status`` becomes the worker Job's.
 - ``FinishWorkload``: ``Finished=True`` with the decision's reason and message.
 - ``SetClusterStatus`` / ``SetAdmissionCheckActive``: the ``Active`` condition
@@ -43,12 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from kueuestream.admission.multikueue.decisions import MultiKueueAction
 from kueuestream.admission.multikueue.names import ACTIVE_CONDITION, ORIGIN_LABEL
@@ -90,6 +95,8 @@ DEFAULT_CONCURRENCY = 16
 Lane = tuple[str, str, str, str]  # target cluster, what, namespace, name
 # Decisions that write the same manager Workload share its lane.
 WORKLOAD_STATUS = (MultiKueueAction.SET_CHECK_STATE, MultiKueueAction.SET_NOMINATED, MultiKueueAction.FINISH)
+# Those whose status fields are their own, so that consecutive ones can go in one write.
+MERGEABLE = (MultiKueueAction.SET_CHECK_STATE, MultiKueueAction.SET_NOMINATED)
 # A Job's pods go with it (the API's default for batch/v1 Jobs is to orphan them).
 BACKGROUND = "Background"
 MAX_CONFLICTS = 10
@@ -201,6 +208,36 @@ def lane_of(decision: MultiKueueDecision) -> Lane:
     return (MANAGER, what, decision.namespace, decision.name)
 
 
+def _mergeable_head(queue: deque[tuple[int, MultiKueueDecision]]) -> list[tuple[int, MultiKueueDecision]]:
+    """The lane's next decision, with those of :data:`MERGEABLE` that follow it if it is one."""
+    head = queue[0]
+    if head[1].action not in MERGEABLE:
+        return [head]
+    batch = [head]
+    for item in itertools.islice(queue, 1, None):
+        if item[1].action not in MERGEABLE:
+            break
+        batch.append(item)
+    return batch
+
+
+@overload
+def _each(work: MultiKueueDecision, outcome: str, message: str) -> tuple[str, str]: ...
+
+
+@overload
+def _each(work: list[MultiKueueDecision], outcome: str, message: str) -> list[tuple[str, str]]: ...
+
+
+def _each(
+    work: MultiKueueDecision | list[MultiKueueDecision], outcome: str, message: str
+) -> tuple[str, str] | list[tuple[str, str]]:
+    """One outcome for a decision, or the same for each of merged decisions."""
+    if isinstance(work, MultiKueueDecision):
+        return outcome, message
+    return [(outcome, message)] * len(work)
+
+
 Workers = Callable[[str], KubeObjects | None]
 Known = Callable[[str], bool]
 # The manager's latest version of an object (kind, namespace, name) as its watch brought it, if known.
@@ -294,10 +331,14 @@ class MultiKueueExecutor:
     async def _run_lane(self, lane: Lane, queue: deque[tuple[int, MultiKueueDecision]]) -> None:
         try:
             while queue:
-                offset, decision = queue[0]
-                outcome, message = await self._apply_until_answered(lane[0], decision)
-                queue.popleft()
-                self._record(offset, outcome, message)
+                batch = _mergeable_head(queue)
+                if len(batch) == 1:
+                    outcomes = [await self._apply_until_answered(lane[0], batch[0][1])]
+                else:
+                    outcomes = await self._apply_until_answered(lane[0], [d for _, d in batch])
+                for (offset, _), (outcome, message) in zip(batch, outcomes, strict=True):
+                    queue.popleft()
+                    self._record(offset, outcome, message)
         finally:
             if not queue:
                 self._lanes.pop(lane, None)
@@ -313,7 +354,19 @@ class MultiKueueExecutor:
         if self._pending == 0:
             self._idle.set()
 
-    async def _apply_until_answered(self, target: str, decision: MultiKueueDecision) -> tuple[str, str]:
+    @overload
+    async def _apply_until_answered(self, target: str, work: MultiKueueDecision) -> tuple[str, str]: ...
+
+    @overload
+    async def _apply_until_answered(
+        self, target: str, work: list[MultiKueueDecision]
+    ) -> list[tuple[str, str]]: ...
+
+    async def _apply_until_answered(
+        self, target: str, work: MultiKueueDecision | list[MultiKueueDecision]
+    ) -> tuple[str, str] | list[tuple[str, str]]:
+        """The outcome of one decision, or of each of merged status decisions, once answered."""
+        decision = work if isinstance(work, MultiKueueDecision) else work[0]
         gate = self._gates.get(target)
         if gate is None:
             gate = self._gates[target] = asyncio.Semaphore(self.concurrency)
@@ -322,14 +375,19 @@ class MultiKueueExecutor:
         while True:
             try:
                 async with gate:
-                    return await self.apply(decision)
+                    if isinstance(work, MultiKueueDecision):
+                        return await self.apply(work)
+                    return await self._set_status_fields(work)
             except StillTerminating as exc:
                 if waited >= TERMINATING_WAIT_S:
-                    return CONFLICT_OUTCOME, f"{exc} still being deleted after {TERMINATING_WAIT_S:g}s"
+                    return _each(
+                        work, CONFLICT_OUTCOME, f"{exc} still being deleted after {TERMINATING_WAIT_S:g}s"
+                    )
                 waited += pause
             except WorkerAway:
                 if not self.known(decision.cluster):
-                    return (
+                    return _each(
+                        work,
                         UNREACHABLE,
                         f"no connection to cluster {decision.cluster!r} (no MultiKueueCluster)",
                     )
@@ -340,7 +398,7 @@ class MultiKueueExecutor:
                         log.warning(
                             "MultiKueue %s in cluster %s failed", decision.action, target, exc_info=exc
                         )
-                    return FAILED, reason_of(exc)
+                    return _each(work, FAILED, reason_of(exc))
             self.counters.retries += 1
             await asyncio.sleep(pause)
             pause = min(pause * 2, MAX_RETRY_S)
@@ -486,10 +544,20 @@ class MultiKueueExecutor:
             return APPLIED, ""
         return CONFLICT_OUTCOME, f"{resource.kind} {namespace}/{name}: {MAX_CONFLICTS} conflicts in a row"
 
-    async def _set_check_state(self, d: MultiKueueDecision) -> tuple[str, str]:
+    def _status_fields(self, d: MultiKueueDecision) -> Callable[[Manifest], Manifest | None]:
+        """The status patch of a ``SetCheckState`` or ``SetNominatedClusters`` (None: already so)."""
+        if d.action == MultiKueueAction.SET_NOMINATED:
+
+            def nominated(live: Manifest) -> Manifest | None:
+                current = _status(live).get("nominatedClusterNames") or []
+                if current == d.clusters:
+                    return None
+                return {"nominatedClusterNames": list(d.clusters) or None}
+
+            return nominated
         when = self.clock()
 
-        def compute(live: Manifest) -> Manifest | None:
+        def check_state(live: Manifest) -> Manifest | None:
             entries = check_entries(live, d, when)
             current = _status(live).get("clusterName") or ""
             if entries is None and current == d.clusterName:
@@ -499,16 +567,36 @@ class MultiKueueExecutor:
                 out["admissionChecks"] = entries
             return out
 
-        return await self._status_write(WORKLOADS, d.namespace, d.name, compute)
+        return check_state
+
+    async def _set_check_state(self, d: MultiKueueDecision) -> tuple[str, str]:
+        return await self._status_write(WORKLOADS, d.namespace, d.name, self._status_fields(d))
 
     async def _set_nominated(self, d: MultiKueueDecision) -> tuple[str, str]:
-        def compute(live: Manifest) -> Manifest | None:
-            current = _status(live).get("nominatedClusterNames") or []
-            if current == d.clusters:
-                return None
-            return {"nominatedClusterNames": list(d.clusters) or None}
+        return await self._status_write(WORKLOADS, d.namespace, d.name, self._status_fields(d))
 
-        return await self._status_write(WORKLOADS, d.namespace, d.name, compute)
+    async def _set_status_fields(self, decisions: list[MultiKueueDecision]) -> list[tuple[str, str]]:
+        """Decisions of :data:`MERGEABLE` about one Workload, in order, as one status write."""
+        computes = [self._status_fields(d) for d in decisions]
+        changed: list[bool] = []
+
+        def compute(live: Manifest) -> Manifest | None:
+            changed.clear()
+            status, patch = dict(_status(live)), {}
+            for one in computes:
+                part = one({**live, "status": status})
+                changed.append(part is not None)
+                if part is not None:
+                    patch.update(part)
+                    # A merge patch's null removes the field.
+                    status = {k: v for k, v in {**status, **part}.items() if v is not None}
+            return patch or None
+
+        first = decisions[0]
+        outcome, message = await self._status_write(WORKLOADS, first.namespace, first.name, compute)
+        if outcome != APPLIED:
+            return [(outcome, message)] * len(decisions)
+        return [(APPLIED, "") if wrote else (UNCHANGED, "") for wrote in changed]
 
     async def _sync_job_status(self, d: MultiKueueDecision) -> tuple[str, str]:
         wanted = dict(d.object or {})
