@@ -85,6 +85,19 @@ def decision(action: MultiKueueAction, **fields: Any) -> MultiKueueDecision:
     return MultiKueueDecision(time_ms=1, cause=0, action=action, **fields)
 
 
+def check_ready(ns: str, message: str) -> MultiKueueDecision:
+    """Check ``mk`` of Workload ``ns/wl`` Ready on worker ``w1``."""
+    return decision(
+        MultiKueueAction.SET_CHECK_STATE,
+        namespace=ns,
+        name="wl",
+        check="mk",
+        state="Ready",
+        message=message,
+        clusterName="w1",
+    )
+
+
 def manager_workload(ns: str, name: str) -> dict[str, Any]:
     pod = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}
     return {
@@ -186,15 +199,7 @@ async def test_check_state_cluster_name_and_nominated(multikueue_servers: MultiK
         assert wl is not None and wl["status"]["nominatedClusterNames"] == ["w1", "w2"]
         assert (await fed.run(nominate)).outcome == "unchanged"
 
-        ready = decision(
-            MultiKueueAction.SET_CHECK_STATE,
-            namespace=fed.ns,
-            name="wl",
-            check="mk",
-            state="Ready",
-            message='The workload got reservation on "w1"',
-            clusterName="w1",
-        )
+        ready = check_ready(fed.ns, 'The workload got reservation on "w1"')
         assert (await fed.run(ready)).outcome == "applied"
         wl = await get(fed.manager, WORKLOADS, fed.ns, "wl")
         assert wl is not None
@@ -404,15 +409,7 @@ async def test_check_ready_and_nominated_cleared_are_one_write(multikueue_server
         wl = await get(fed.manager, WORKLOADS, fed.ns, "wl")
         assert wl is not None
         since = wl["metadata"]["resourceVersion"]
-        ready = decision(
-            MultiKueueAction.SET_CHECK_STATE,
-            namespace=fed.ns,
-            name="wl",
-            check="mk",
-            state="Ready",
-            message='The workload was admitted on "w1"',
-            clusterName="w1",
-        )
+        ready = check_ready(fed.ns, 'The workload was admitted on "w1"')
         cleared = decision(MultiKueueAction.SET_NOMINATED, namespace=fed.ns, name="wl", clusters=[])
         again = decision(MultiKueueAction.SET_NOMINATED, namespace=fed.ns, name="wl", clusters=[])
         for offset, d in enumerate((ready, cleared, again), start=500):
