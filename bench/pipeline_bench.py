@@ -1,18 +1,25 @@
 """Pipeline benchmark: throughput and watch-event-to-decision latency, embedded and on Kafka; replay speed.
 
     .venv/bin/python bench/pipeline_bench.py [--events 2000] [--replay-events 100000]
-                                             [--broker HOST:PORT --workers 1]
+                                             [--broker HOST:PORT --workers 1 2 3]
                                              [--recovery-events 10000 100000]
 
 - embedded, streaming: one Workload event at a time through the embedded
   runtime on its durable file log (fsync on), each processed to its decision
   before the next arrives; latency is submit -> decision written and applied.
 - embedded, listing: the same Workloads as one batch (a folder loaded at once).
-- kafka (with --broker): real Faust workers (subprocesses). Throughput: the
-  events published at once, until the last Workload is decided. Latency: half
-  of them published one by one at --rate per second (below saturation), from
-  the publish being acknowledged to the decision being committed and read by a
-  read_committed consumer.
+- kafka (with --broker): real Faust workers (subprocesses), once per count
+  of --workers. Throughput: the events published at once, until the last
+  Workload is decided, and the CPU time each worker spent meanwhile (per 1,000
+  events; with several counts, the workers' total is also compared with the
+  first count's). Latency: half of them published one by one at --rate per
+  second (below saturation), from the publish being acknowledged to the
+  decision being committed and read by a read_committed consumer.
+- raw aiokafka (with --broker): the same watch-event messages produced by one
+  idempotent aiokafka producer (acks=all, as the pipeline's) into a
+  one-partition topic and read back by one consumer, first send to last
+  message read (repeated up to 20,000 messages, to be timed well); the
+  pipeline's throughput is printed as a fraction of it.
 - recovery (with --broker): for each --recovery-events count, a history of that
   many watch events (Workloads arriving, finishing and deleted, so the live
   state stays bounded) is decided by the embedded runtime and copied into fresh
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import re
 import signal
@@ -42,13 +50,15 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 
 from kueuestream.agents.audit.replay import verify  # noqa: E402
 from kueuestream.agents.embedded.memory_log import MemoryLog  # noqa: E402
@@ -195,11 +205,25 @@ def bench_embedded(n: int) -> None:
 # --- kafka ------------------------------------------------------------------------------
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def kafka_run(
-    broker: str, names: TopicNames, events: list[tuple[str, WatchEvent]], rate: float | None
-) -> tuple[float, list[float]]:
+    broker: str,
+    names: TopicNames,
+    events: list[tuple[str, WatchEvent]],
+    rate: float | None,
+    pids: Sequence[int] = (),
+) -> tuple[float, list[float], list[float]]:
     """Publish ``events`` (all at once, or one by one at ``rate`` per second); the time until the
-    last decision and each Workload's latency from publication to its first committed decision."""
+    last decision, each Workload's latency from publication to its first committed decision, and
+    the CPU seconds each process of ``pids`` spent from the first publication to the last decision."""
     sent: dict[str, float] = {}
     decided: dict[str, float] = {}
 
@@ -219,6 +243,7 @@ async def kafka_run(
         try:
             await kafka.append_many(names.watch, [(b"", codec.encode(e)) for e in listing(T0)], partition=0)
             await asyncio.sleep(3)
+            cpu_before = [cpu_seconds(pid) for pid in pids]
             start = time.perf_counter()
             if rate is None:
                 await kafka.append_many(names.watch, [(b"", codec.encode(e)) for _, e in events], partition=0)
@@ -231,32 +256,82 @@ async def kafka_run(
                         sent[name] = time.perf_counter()
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline and not set(sent) <= set(decided):
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.05)
+            cpu = [cpu_seconds(pid) - before for pid, before in zip(pids, cpu_before, strict=True)]
         finally:
             reader.cancel()
     end = max(decided.values()) if decided else time.perf_counter()
-    return end - start, [decided[k] - t for k, t in sent.items() if k in decided]
+    return end - start, [decided[k] - t for k, t in sent.items() if k in decided], cpu
 
 
-def bench_kafka(broker: str, n: int, workers: int, rate: float) -> None:
+async def raw_run(broker: str, values: list[bytes]) -> float:
+    """Seconds from the first send of ``values`` into a fresh one-partition topic to the last one read."""
+    topic = f"raw-{uuid.uuid4().hex[:8]}"
+    async with KafkaLog(broker) as kafka:
+        await kafka.ensure_topic(topic, 1)
+        settings = kafka.settings
+    producer = AIOKafkaProducer(**settings.client_options(), enable_idempotence=True, acks="all")
+    consumer = AIOKafkaConsumer(topic, **settings.client_options(), auto_offset_reset="earliest")
+    await producer.start()
+    await consumer.start()
+    try:
+        await consumer.seek_to_beginning()
+        start = time.perf_counter()
+        pending = [await producer.send(topic, value=v, key=b"", partition=0) for v in values]
+        read = 0
+        while read < len(values):
+            batches = await consumer.getmany(timeout_ms=100)
+            read += sum(len(records) for records in batches.values())
+        elapsed = time.perf_counter() - start
+        await asyncio.gather(*pending)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+        async with KafkaLog(broker) as kafka:
+            await kafka.delete_topic(topic)
+    return elapsed
+
+
+def bench_kafka(broker: str, n: int, workers: int, rate: float) -> tuple[float, float]:
+    """Events/s of the pipeline with ``workers`` workers, and their CPU seconds per 1,000 events."""
     events = stream(n)
     with tempfile.TemporaryDirectory() as tmp:
         # Workers write no clock ticks: time moves only with the events, as in the embedded runs.
         with WorkerProcesses.isolated(broker, workers, Path(tmp) / "bulk", tag="bulk", clock=False) as group:
-            elapsed, _ = asyncio.run(kafka_run(broker, group.names, events, None))
+            pids = [p.pid for p in group.procs if p is not None]
+            elapsed, _, cpu = asyncio.run(kafka_run(broker, group.names, events, None, pids))
         # A second pipeline for the latency run, so the backlog above cannot delay it.
         with WorkerProcesses.isolated(
             broker, workers, Path(tmp) / "paced", tag="paced", clock=False
         ) as group:
-            _, latencies = asyncio.run(kafka_run(broker, group.names, events[: len(events) // 2], rate))
+            _, latencies, _ = asyncio.run(kafka_run(broker, group.names, events[: len(events) // 2], rate))
     label = f"kafka ({workers} worker{'s' if workers > 1 else ''})"
+    per_k = [c * 1000 / len(events) for c in cpu]
     print(
         f"{label}: {len(events)} events published at once, all decided in {elapsed:.2f}s = "
-        f"{len(events) / elapsed:,.0f} events/s"
+        f"{len(events) / elapsed:,.0f} events/s; CPU per 1,000 events: "
+        + ", ".join(f"worker {i} {c:.2f}s" for i, c in enumerate(per_k))
+        + f" (total {sum(per_k):.2f}s)"
     )
     print(
         f"{label}: {len(events) // 2} events at {rate:g}/s, watch event -> decision {percentiles(latencies)}"
     )
+    return len(events) / elapsed, sum(per_k)
+
+
+RAW_MESSAGES = 20_000
+
+
+def bench_raw(broker: str, n: int) -> float:
+    events = [codec.encode(e) for _, e in stream(n)]
+    # Repeated up to RAW_MESSAGES: a few thousand take too little time to be timed well.
+    values = events * -(-RAW_MESSAGES // len(events))
+    elapsed = asyncio.run(raw_run(broker, values))
+    print(
+        f"raw aiokafka: the same {len(events)} messages, {len(values)} in all, produced and read back "
+        f"in {elapsed:.2f}s = {len(values) / elapsed:,.0f} messages/s"
+    )
+    return len(values) / elapsed
 
 
 # --- recovery -------------------------------------------------------------------------
@@ -422,17 +497,30 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--replay-events", type=int, default=100_000)
     parser.add_argument("--broker", help="HOST:PORT of a Kafka broker (the Kafka run is skipped without it)")
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1], help="worker counts to run (Kafka)")
     parser.add_argument("--rate", type=float, default=50.0, help="events/s of the Kafka latency run")
     parser.add_argument(
         "--recovery-events", type=int, nargs="*", default=[10_000, 100_000], help="history lengths (Kafka)"
     )
-    parser.add_argument("--skip", nargs="*", default=[], choices=["embedded", "kafka", "recovery", "replay"])
+    parser.add_argument(
+        "--skip", nargs="*", default=[], choices=["embedded", "kafka", "raw", "recovery", "replay"]
+    )
     args = parser.parse_args()
     if "embedded" not in args.skip:
         bench_embedded(args.events)
     if args.broker and "kafka" not in args.skip:
-        bench_kafka(args.broker, args.events, args.workers, args.rate)
+        runs = {count: bench_kafka(args.broker, args.events, count, args.rate) for count in args.workers}
+        first = args.workers[0]
+        for count, (per_s, cpu) in runs.items():
+            if count != first:
+                print(
+                    f"kafka {count} workers against {first}: {per_s / runs[first][0]:.2f}x the events/s, "
+                    f"{cpu / runs[first][1]:.2f}x the CPU per event (all workers together)"
+                )
+        if "raw" not in args.skip:
+            raw = bench_raw(args.broker, args.events)
+            for count, (per_s, _) in runs.items():
+                print(f"kafka {count} worker(s): {per_s / raw:.2%} of raw aiokafka's throughput")
     if args.broker and "recovery" not in args.skip:
         for n in args.recovery_events:
             bench_recovery(args.broker, n)
