@@ -416,10 +416,10 @@ class MultiKueueExecutor:
             return await self._create_remote(decision)
         if action == MultiKueueAction.DELETE_REMOTE:
             return await self._delete_remote(decision)
-        if action == MultiKueueAction.SET_CHECK_STATE:
-            return await self._set_check_state(decision)
-        if action == MultiKueueAction.SET_NOMINATED:
-            return await self._set_nominated(decision)
+        if action in MERGEABLE:
+            return await self._status_write(
+                WORKLOADS, decision.namespace, decision.name, self._status_fields(decision)
+            )
         if action == MultiKueueAction.SYNC_JOB_STATUS:
             return await self._sync_job_status(decision)
         if action == MultiKueueAction.FINISH:
@@ -568,12 +568,6 @@ class MultiKueueExecutor:
             return out
 
         return check_state
-
-    async def _set_check_state(self, d: MultiKueueDecision) -> tuple[str, str]:
-        return await self._status_write(WORKLOADS, d.namespace, d.name, self._status_fields(d))
-
-    async def _set_nominated(self, d: MultiKueueDecision) -> tuple[str, str]:
-        return await self._status_write(WORKLOADS, d.namespace, d.name, self._status_fields(d))
 
     async def _set_status_fields(self, decisions: list[MultiKueueDecision]) -> list[tuple[str, str]]:
         """Decisions of :data:`MERGEABLE` about one Workload, in order, as one status write."""
