@@ -35,6 +35,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.process_cpu import cpu_seconds  # noqa: E402
 from kueuestream.agents.kube.api_calls import watch_lines  # noqa: E402
 from kueuestream.agents.kube.client import connect  # noqa: E402
 from kueuestream.agents.kube.crd_install import install_crds  # noqa: E402
@@ -66,15 +67,6 @@ def kubeconfig(given: str | None) -> tuple[str, bool]:
     if started.returncode != 0:
         sys.exit(f"scripts/kube.sh start failed:\n{started.stderr[-2000:]}")
     return started.stdout.strip().splitlines()[-1], True
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time a process has used so far (0 if it is not visible)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def server_pids() -> dict[str, int]:

@@ -46,6 +46,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.process_cpu import cpu_seconds  # noqa: E402
 from kueuestream.admission.multikueue.names import CONTROLLER_NAME  # noqa: E402
 from kueuestream.agents.kube.api_calls import get_json, request_bytes, watch_lines  # noqa: E402
 from kueuestream.agents.kube.client import KubeConnection, connect  # noqa: E402
@@ -93,14 +94,6 @@ def server_pids() -> dict[str, int]:
         if path.is_file():
             out[f"kube-apiserver {role}"] = int(path.read_text().strip())
     return out
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 REQUEST_TOTAL = re.compile(r"^apiserver_request_total\{([^}]*)\} (\S+)$", re.MULTILINE)

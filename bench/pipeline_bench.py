@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import re
 import signal
@@ -60,6 +59,7 @@ sys.path.insert(0, str(REPO))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 
+from bench.process_cpu import cpu_seconds  # noqa: E402
 from kueuestream.agents.audit.replay import verify  # noqa: E402
 from kueuestream.agents.embedded.memory_log import MemoryLog  # noqa: E402
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline  # noqa: E402
@@ -203,15 +203,6 @@ def bench_embedded(n: int) -> None:
 
 
 # --- kafka ------------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process ``pid`` so far (0 once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def kafka_run(
