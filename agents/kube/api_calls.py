@@ -9,7 +9,7 @@ and hand back the JSON the server sent, parsed once with orjson.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import aiohttp
 import orjson
@@ -70,22 +70,19 @@ def explain(exc: ApiException) -> str:
     return f"the API server answered {exc.status} {exc.reason}" + (f": {message}" if message else "")
 
 
+class RequestOptions(TypedDict, total=False):
+    """:func:`request_bytes`'s keyword arguments, for the calls that hand them on."""
+
+    body: Any
+    content_type: str
+    timeout_s: float
+
+
 async def request_json(
-    api: k8s.ApiClient,
-    method: str,
-    path: str,
-    query: Query = (),
-    *,
-    body: Any = None,
-    content_type: str = "application/json",
-    timeout_s: float = 60.0,
+    api: k8s.ApiClient, method: str, path: str, query: Query = (), **options: Unpack[RequestOptions]
 ) -> Any:
     """The parsed answer to one request; an ``ApiException`` for any non-2xx answer."""
-    return orjson.loads(
-        await request_bytes(
-            api, method, path, query, body=body, content_type=content_type, timeout_s=timeout_s
-        )
-    )
+    return orjson.loads(await request_bytes(api, method, path, query, **options))
 
 
 async def request_bytes(
