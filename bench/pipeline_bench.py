@@ -291,6 +291,8 @@ def bench_kafka(broker: str, n: int, workers: int, rate: float) -> tuple[float, 
         with WorkerProcesses.isolated(broker, workers, Path(tmp) / "bulk", tag="bulk", clock=False) as group:
             pids = [p.pid for p in group.procs if p is not None]
             elapsed, _, cpu = asyncio.run(kafka_run(broker, group.names, events, None, pids))
+            # The worker that read kueue.watch's one partition: its ingest rebuilt its routing.
+            ingest = [i for i in range(workers) if INGEST.search(group.log_of(i))]
         # A second pipeline for the latency run, so the backlog above cannot delay it.
         with WorkerProcesses.isolated(
             broker, workers, Path(tmp) / "paced", tag="paced", clock=False
@@ -302,7 +304,8 @@ def bench_kafka(broker: str, n: int, workers: int, rate: float) -> tuple[float, 
         f"{label}: {len(events)} events published at once, all decided in {elapsed:.2f}s = "
         f"{len(events) / elapsed:,.0f} events/s; CPU per 1,000 events: "
         + ", ".join(f"worker {i} {c:.2f}s" for i, c in enumerate(per_k))
-        + f" (total {sum(per_k):.2f}s)"
+        + f" (total {sum(per_k):.2f}s); kueue.watch read by worker "
+        + (", ".join(map(str, ingest)) or "?")
     )
     print(
         f"{label}: {len(events) // 2} events at {rate:g}/s, watch event -> decision {percentiles(latencies)}"
