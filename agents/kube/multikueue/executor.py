@@ -53,7 +53,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
 from kueuestream.admission.multikueue.decisions import MultiKueueAction
 from kueuestream.admission.multikueue.names import ACTIVE_CONDITION, ORIGIN_LABEL
@@ -213,29 +213,8 @@ def _mergeable_head(queue: deque[tuple[int, MultiKueueDecision]]) -> list[tuple[
     head = queue[0]
     if head[1].action not in MERGEABLE:
         return [head]
-    batch = [head]
-    for item in itertools.islice(queue, 1, None):
-        if item[1].action not in MERGEABLE:
-            break
-        batch.append(item)
-    return batch
-
-
-@overload
-def _each(work: MultiKueueDecision, outcome: str, message: str) -> tuple[str, str]: ...
-
-
-@overload
-def _each(work: list[MultiKueueDecision], outcome: str, message: str) -> list[tuple[str, str]]: ...
-
-
-def _each(
-    work: MultiKueueDecision | list[MultiKueueDecision], outcome: str, message: str
-) -> tuple[str, str] | list[tuple[str, str]]:
-    """One outcome for a decision, or the same for each of merged decisions."""
-    if isinstance(work, MultiKueueDecision):
-        return outcome, message
-    return [(outcome, message)] * len(work)
+    rest = itertools.islice(queue, 1, None)
+    return [head, *itertools.takewhile(lambda item: item[1].action in MERGEABLE, rest)]
 
 
 Workers = Callable[[str], KubeObjects | None]
@@ -332,10 +311,7 @@ class MultiKueueExecutor:
         try:
             while queue:
                 batch = _mergeable_head(queue)
-                if len(batch) == 1:
-                    outcomes = [await self._apply_until_answered(lane[0], batch[0][1])]
-                else:
-                    outcomes = await self._apply_until_answered(lane[0], [d for _, d in batch])
+                outcomes = await self._apply_until_answered(lane[0], [d for _, d in batch])
                 for (offset, _), (outcome, message) in zip(batch, outcomes, strict=True):
                     queue.popleft()
                     self._record(offset, outcome, message)
@@ -354,19 +330,12 @@ class MultiKueueExecutor:
         if self._pending == 0:
             self._idle.set()
 
-    @overload
-    async def _apply_until_answered(self, target: str, work: MultiKueueDecision) -> tuple[str, str]: ...
-
-    @overload
     async def _apply_until_answered(
-        self, target: str, work: list[MultiKueueDecision]
-    ) -> list[tuple[str, str]]: ...
-
-    async def _apply_until_answered(
-        self, target: str, work: MultiKueueDecision | list[MultiKueueDecision]
-    ) -> tuple[str, str] | list[tuple[str, str]]:
-        """The outcome of one decision, or of each of merged status decisions, once answered."""
-        decision = work if isinstance(work, MultiKueueDecision) else work[0]
+        self, target: str, decisions: list[MultiKueueDecision]
+    ) -> list[tuple[str, str]]:
+        """The outcome of each decision, once answered: one alone, or merged status decisions
+        (:func:`_mergeable_head`) as one write."""
+        decision = decisions[0]
         gate = self._gates.get(target)
         if gate is None:
             gate = self._gates[target] = asyncio.Semaphore(self.concurrency)
@@ -375,22 +344,18 @@ class MultiKueueExecutor:
         while True:
             try:
                 async with gate:
-                    if isinstance(work, MultiKueueDecision):
-                        return await self.apply(work)
-                    return await self._set_status_fields(work)
+                    if len(decisions) == 1:
+                        return [await self.apply(decision)]
+                    return await self._set_status_fields(decisions)
             except StillTerminating as exc:
                 if waited >= TERMINATING_WAIT_S:
-                    return _each(
-                        work, CONFLICT_OUTCOME, f"{exc} still being deleted after {TERMINATING_WAIT_S:g}s"
-                    )
+                    message = f"{exc} still being deleted after {TERMINATING_WAIT_S:g}s"
+                    return [(CONFLICT_OUTCOME, message)] * len(decisions)
                 waited += pause
             except WorkerAway:
                 if not self.known(decision.cluster):
-                    return _each(
-                        work,
-                        UNREACHABLE,
-                        f"no connection to cluster {decision.cluster!r} (no MultiKueueCluster)",
-                    )
+                    message = f"no connection to cluster {decision.cluster!r} (no MultiKueueCluster)"
+                    return [(UNREACHABLE, message)] * len(decisions)
             except Exception as exc:
                 if not is_transient(exc):
                     if status_of(exc) == 0:
@@ -398,7 +363,7 @@ class MultiKueueExecutor:
                         log.warning(
                             "MultiKueue %s in cluster %s failed", decision.action, target, exc_info=exc
                         )
-                    return _each(work, FAILED, reason_of(exc))
+                    return [(FAILED, reason_of(exc))] * len(decisions)
             self.counters.retries += 1
             await asyncio.sleep(pause)
             pause = min(pause * 2, MAX_RETRY_S)
