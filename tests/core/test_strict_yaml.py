@@ -226,6 +226,24 @@ def test_nesting_deeper_than_the_limit_is_refused(text: str) -> None:
     assert f"nested more than {MAX_DEPTH} levels deep at line 1" in message
 
 
+@pytest.mark.parametrize("libyaml_composer", [True, False])
+@pytest.mark.parametrize(
+    "deep",
+    ["[" * 1500 + "]" * 1500, "- " * 1500 + "x", "".join(" " * i + "b:\n" for i in range(1500))],
+)
+def test_nesting_past_libyamls_own_limit_is_refused_as_ours(deep: str, libyaml_composer: bool) -> None:
+    """libyaml 0.2.6 (PyYAML 6.0.4's wheels) stops at 1,000 levels with its own wording; past
+    that limit, whichever composer reads it, the refusal is MAX_DEPTH's and the document
+    before it is still read."""
+    found = list(load_documents("ok: 1\n---\n" + deep + "\n", libyaml_composer=libyaml_composer))
+    assert found[0].problem is None and found[0].value == {"ok": 1}
+    assert [d.value for d in found[1:]] == [None]
+    problem = found[1].problem
+    assert problem is not None
+    assert problem.message.startswith(f"nested more than {MAX_DEPTH} levels deep at line "), problem.message
+    assert "exceeded maximum nesting depth" not in problem.message
+
+
 def test_nesting_at_the_limit_is_fine() -> None:
     depth = MAX_DEPTH - 1  # the lists, and the scalar inside the innermost
     [value] = values("[" * depth + "x" + "]" * depth + "\n")
