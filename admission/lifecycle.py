@@ -237,12 +237,14 @@ class Lifecycle:
         and queue manager (``Manager.AddOrUpdateWorkload``).
         """
         cache = self.cache
+        # Counted on arrival, as Kueue's queue manager builds a workload.Info when a
+        # workload reaches it, so a rebuild of the quota tree does not count it again.
+        ensure_requests(rec, cache)
         if cache.structure_dirty:
             return  # the rebuild places every pending workload
         if not rec.active:
             self._inadmissible(rec, DEACTIVATED, MSG_DEACTIVATED)
             return
-        ensure_requests(rec, cache)
         if rec.pod_sets is None:
             self._inadmissible(rec, MISCONFIGURED, rec.requests_problem)
             return

@@ -16,9 +16,11 @@ Two measurements per shape, each repeated ``--repeat`` times (best and spread
 printed, since the machine may be shared):
 
 - engine, loading excluded: every object applied to one :class:`Engine` as a
-  batch (decoded and stored, nothing scheduled), then the clock is timed from
-  the event that ends the batch to quiescence: building the quota tree,
-  queueing every Workload, and every scheduling cycle;
+  batch (decoded and stored, each Workload's requests counted as it arrives,
+  as Kueue's queue manager builds a ``workload.Info``; nothing scheduled),
+  then the clock is timed from the event that ends the batch to quiescence:
+  building the quota tree, queueing every Workload, and every scheduling
+  cycle;
 - ``kueuestream admit FILE -o yaml`` as a user runs it, a new process timed
   from start to exit, with the objects in one multi-document YAML file
   (loading, validation, the pipeline and the YAML output all included).
