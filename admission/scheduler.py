@@ -334,7 +334,7 @@ class Scheduler:
             other = workloads[key]
             if _changes(other, entry.reason, message):
                 other.trace = trace.equivalent(self.cycles, entry.reason, entry.rec.key)
-            self.lifecycle.set_pending(other, entry.reason, message)
+                self.lifecycle.set_pending(other, entry.reason, message)
         return True
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from kueuestream.admission.admission_checks import CheckState
 from kueuestream.admission.api.kueue import ClusterQueue, Workload
 from kueuestream.admission.assignment import PodSetAssignment, PodSetRequest, QueueView
-from kueuestream.admission.events import Action
+from kueuestream.admission.events import Action, ObjectRef
 from kueuestream.admission.queues import OrderKey, WorkloadKey
 from kueuestream.admission.quota import FR, QuotaNode
 from kueuestream.admission.status import Conditions
@@ -77,6 +77,11 @@ class WorkloadRecord:
     # What the scheduler found for it in the cycle that last changed its status
     # (admission/trace.py); handed to the next decision about it, then dropped.
     trace: dict[str, Any] | None = None
+    # What every decision about it names; made once, as a backlog's statuses are emitted by the thousand.
+    ref: ObjectRef = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ref = ObjectRef("Workload", self.key[0], self.key[1])
 
     @property
     def active(self) -> bool:

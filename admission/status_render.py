@@ -99,8 +99,7 @@ class DecisionOutbox:
             rec.last_status = status
             cond = rec.conditions.get(QUOTA_RESERVED)
             message = cond.message if cond else ""
-            ref = ObjectRef("Workload", key[0], key[1])
-            out.append(Decision(ref, rec.last_action, status, message, trace))
+            out.append(Decision(rec.ref, rec.last_action, status, message, trace))
         self.changed.clear()
         if fair_sharing is not None:
             out += self._node_status_changes(fair_sharing)
