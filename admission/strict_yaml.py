@@ -291,12 +291,21 @@ def nesting_bound(text: str) -> int:
     :func:`_flow_bound` within one document, and a document never reaches past
     a ``---`` or ``...`` at the start of a line.
     """
-    longest = max(map(len, text.split("\n")))
-    return 2 * (longest + 1) + max(_flow_bound(text, a, b) for a, b in _chunks(text))
+    return 2 * (_longest_line(text) + 1) + max(_flow_bound(text, a, b) for a, b in _chunks(text))
+
+
+def _longest_line(text: str) -> int:
+    return max(map(len, text.split("\n")))
 
 
 def _c_composer_is_safe(text: str) -> bool:
     """Whether libyaml's composer can take ``text``: no stack overflow, no runaway scanning."""
+    # The whole text's flow bound is at least each document's (the spans only
+    # split the unclosed openers between them), so when it passes both limits
+    # every span does, and a text of thousands of documents is not split.
+    whole = _flow_bound(text, 0, len(text))
+    if whole <= FLOW_WORK_PER_CHAR and 2 * (_longest_line(text) + 1) + whole <= C_COMPOSER_SAFE_DEPTH:
+        return True
     if nesting_bound(text) > C_COMPOSER_SAFE_DEPTH:
         return False
     work = sum(_flow_bound(text, a, b) * (b - a) for a, b in _chunks(text))

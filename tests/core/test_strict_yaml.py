@@ -18,6 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kueuestream.admission import strict_yaml
 from kueuestream.admission.strict_yaml import (
     C_COMPOSER_SAFE_DEPTH,
     MAX_DEPTH,
@@ -304,3 +305,25 @@ def test_load_one() -> None:
     assert load_one("") is None
     with pytest.raises(Exception, match="expected one document, found 2"):
         load_one("a: 1\n---\nb: 2\n")
+
+
+def _composer_safe_span_by_span(text: str) -> bool:
+    """The libyaml composer's safety as the spans between document markers give it, one by one."""
+    if nesting_bound(text) > strict_yaml.C_COMPOSER_SAFE_DEPTH:
+        return False
+    spans = strict_yaml._chunks(text)
+    work = sum(strict_yaml._flow_bound(text, a, b) * (b - a) for a, b in spans)
+    return work <= strict_yaml.FLOW_WORK_PER_CHAR * max(len(text), 1)
+
+
+_LINES = st.sampled_from(["---", "...", "--- [", "x", "xxxxxx", "[", "{", "[]", "{}", "[x", "- [{", "]", ""])
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(_LINES | st.text(alphabet="[]{}-.\n x", max_size=8), max_size=12).map("\n".join))
+def test_the_whole_text_shortcut_decides_as_the_spans_do(text: str) -> None:
+    """Limits this low make the whole-text bound pass or fail on texts a few lines long."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(strict_yaml, "C_COMPOSER_SAFE_DEPTH", 14)
+        patch.setattr(strict_yaml, "FLOW_WORK_PER_CHAR", 3)
+        assert strict_yaml._c_composer_is_safe(text) == _composer_safe_span_by_span(text)
