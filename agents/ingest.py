@@ -88,12 +88,11 @@ class IngestHandler:
 
     def handle(self, offset: int, raw: bytes, event: WatchEvent | None = None) -> list[Out]:
         """Take in the watch event ``raw``; ``event``, when given, is what ``raw`` decodes to."""
-        source = ErrorSource(topic=self.watch_topic, partition=0, offset=offset)
         if event is None:
             try:
                 event = codec.decode(raw, WatchEvent)
             except codec.DecodeError as exc:
-                return [error_out(raw, f"malformed watch event: {exc}", source)]
+                return [error_out(raw, f"malformed watch event: {exc}", self._source(offset))]
         if event.kind == WATCH_BATCH and control_kind(event.object) == WATCH_BATCH:
             return self._batch_edge(event, offset)
         if event.kind == WATCH_PROGRESS and control_kind(event.object) == WATCH_PROGRESS:
@@ -103,7 +102,7 @@ class IngestHandler:
             planned = self._route(event)
         except Refused as exc:
             planned = []
-            outs.append(error_out(raw, str(exc), source))
+            outs.append(error_out(raw, str(exc), self._source(offset)))
         ref = SourceRef(cluster=event.cluster, resourceVersion=event.resourceVersion)
         entries = [self._entry(p, event.timestamp, offset, i, ref) for i, p in enumerate(planned)]
         touched = {e.shard for e in entries}
@@ -114,6 +113,10 @@ class IngestHandler:
         for entry in entries:
             outs += admission_outs(entry, self.partitions)
         return outs
+
+    def _source(self, offset: int) -> ErrorSource:
+        # Made only for an error: most events have none, and validating one costs.
+        return ErrorSource(topic=self.watch_topic, partition=0, offset=offset)
 
     def _entry(
         self, p: Planned, time_ms: int, offset: int, index: int, ref: SourceRef | None
