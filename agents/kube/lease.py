@@ -237,11 +237,20 @@ async def leadership(
     announce(f"holding {settings.where} as {settings.identity}")
     body = asyncio.current_task()
     assert body is not None
+    inside = True
+
+    def lost(task: asyncio.Task[None]) -> None:
+        # Run by the loop after keep() ends: by then the body may have left on its own
+        # (its check() saw the same deadline pass), and a cancel would hit the caller's next await.
+        if inside and not task.cancelled():
+            body.cancel()
+
     keeping = asyncio.create_task(elector.keep(), name="lease")
-    keeping.add_done_callback(lambda task: None if task.cancelled() else body.cancel())
+    keeping.add_done_callback(lost)
     try:
         yield elector
     finally:
+        inside = False
         if keeping.done():
             if not keeping.cancelled():
                 keeping.result()  # raises the LeaseLost that stopped the body
