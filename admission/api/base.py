@@ -21,6 +21,9 @@ class ApiModel(BaseModel):
         extra="ignore",
         frozen=True,
         strict=False,
+        # A model's validator is built when first used, not at import: a command
+        # reads a few kinds, and building every one slowed each command's start.
+        defer_build=True,
     )
 
 

@@ -6,7 +6,7 @@ import argparse
 
 from kueuestream.agents.cli.kafka_options import add_broker_options, with_broker_settings
 from kueuestream.agents.cli.metrics_options import add_metrics_option, metrics_port_usable
-from kueuestream.agents.faust_worker.snapshots import DEFAULT_SNAPSHOT_EVERY
+from kueuestream.agents.faust_worker import DEFAULT_SNAPSHOT_EVERY
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -62,10 +62,10 @@ from kueuestream.agents.applier import applied_out, read_decision
 from kueuestream.agents.audit.pending import QueueNotFound
 from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.serve import worker_dashboard
+from kueuestream.agents.faust_worker import DEFAULT_SNAPSHOT_EVERY
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
 from kueuestream.agents.faust_worker.snapshots import (
-    DEFAULT_SNAPSHOT_EVERY,
     TOPIC_CONFIG,
     Coverage,
     RoutingSnapshot,

@@ -62,8 +62,6 @@ FORMAT = 1
 SNAPSHOTS = "kueue.snapshots"
 CHUNK_BYTES = 512 * 1024
 MANIFEST_KEY = b"manifest"
-# Records per admission partition between two snapshots.
-DEFAULT_SNAPSHOT_EVERY = 2000
 # How far back from the end the newest manifest is looked for first (a snapshot of
 # 50 MB is 100 chunks); the window doubles until one is found.
 _LOOKBACK = 256
