@@ -12,7 +12,8 @@ decisions a previous owner already committed and writes those it lost (see
 there for why Faust's own transactions are not used for them). The app still
 runs with ``processing_guarantee="exactly_once"``, which commits input offsets
 and Table changelogs in Faust's transactions; correctness does not depend on
-it. Every other record (ingest's output, handovers, the job controller's
+it, and one of those transactions fenced after a stall no longer stops the
+worker (:mod:`.fenced_producer`). Every other record (ingest's output, handovers, the job controller's
 STOPPED events, applied records, errors) is sent by an idempotent producer
 before its input is acknowledged; after a crash it may be sent again, and the
 admission agent recognises the copy by its origin.
@@ -64,6 +65,7 @@ from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.serve import worker_dashboard
 from kueuestream.agents.faust_worker import DEFAULT_SNAPSHOT_EVERY
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
+from kueuestream.agents.faust_worker.fenced_producer import FenceTolerantTransport
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
 from kueuestream.agents.faust_worker.snapshots import (
     TOPIC_CONFIG,
@@ -778,7 +780,14 @@ def build_app(
         # The Tables are views (see above); after a rebalance an in-memory table may
         # hold writes of an aborted transaction, which this check would call fatal.
         recovery_consistency_check=False,
+        # No standby copies of the Tables on other workers: they are views, restored from
+        # their changelogs by whichever worker takes a partition. A standby reads every
+        # other worker's changelog writes all the time, and its recovery after a
+        # rebalance crashed a worker seeking a negative offset.
+        table_standby_replicas=0,
     )
+    # faust-streaming stops the app when a stalled worker finds its transactions fenced.
+    app.transport = FenceTolerantTransport(app.conf.broker_consumer, app)
     runtime = Runtime(app, settings, names, job_controller, cluster, snapshot_every)
 
     def topic(name: str, partitions: int) -> Any:
