@@ -142,11 +142,16 @@ async def stream_with_a_kill(
                 w.kill(0, signal.SIGKILL)
                 w.start(0)
             await asyncio.sleep(0.01)
-        watch_end = (await kafka.end_offsets(w.names.watch))[0]
-        deadline = time.monotonic() + 2 * TIMEOUT
-        while time.monotonic() < deadline:
-            done = await settled(kafka, w, watch_end)
-            if done is not None:
-                return done
-            await asyncio.sleep(1.0)
-    raise AssertionError("the pipeline did not catch up with the stream after the kill")
+        return await caught_up(kafka, w, "the kill")
+
+
+async def caught_up(kafka: KafkaLog, w: WorkerProcesses, after: str) -> tuple[Verdict, list[list[Record]]]:
+    """The replay verdict and the admission log once every watch event so far is processed."""
+    watch_end = (await kafka.end_offsets(w.names.watch))[0]
+    deadline = time.monotonic() + 2 * TIMEOUT
+    while time.monotonic() < deadline:
+        done = await settled(kafka, w, watch_end)
+        if done is not None:
+            return done
+        await asyncio.sleep(1.0)
+    raise AssertionError(f"the pipeline did not catch up with the stream after {after}")

@@ -54,16 +54,22 @@ def borrowing_cluster() -> list[dict]:
     ]
 
 
-def test_a_worker_killed_mid_stream_loses_and_repeats_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
+def borrowing_stream(count: int) -> Stream:
+    """The listing of :func:`borrowing_cluster`, then ``count`` Workloads of 1-4 cpu over its four
+    queues, priorities 0-2; from the seventh on, every other one finishes the one six before it."""
     stream = Stream()
     stream.listing(borrowing_cluster())
     queues = ("lq-a1", "lq-a2", "lq-b1", "lq-b2")
-    for i in range(120):
+    for i in range(count):
         stream.event(cpu_workload(f"wl-{i:03d}", queues[i % 4], 1 + i % 4, priority=i % 3, created_s=i))
         if i >= 6 and i % 2 == 0:
             done = cpu_workload(f"wl-{i - 6:03d}", queues[(i - 6) % 4], 1 + (i - 6) % 4, priority=(i - 6) % 3)
             stream.event(finished_workload(done), WatchEventType.MODIFIED)
-    events = [codec.encode(e) for e in stream.events()]
+    return stream
+
+
+def test_a_worker_killed_mid_stream_loses_and_repeats_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
+    events = [codec.encode(e) for e in borrowing_stream(120).events()]
     with worker_group(kafka_bootstrap, tmp_path, 2) as w:
         verdict, admission = asyncio.run(
             stream_with_a_kill(kafka_bootstrap, w, events, kill_at=len(events) // 3)

@@ -23,13 +23,10 @@ from pathlib import Path
 import pytest
 
 from kueuestream.streams import codec
-from kueuestream.streams.schemas import WatchEventType
-from tests.helpers import cpu_workload, finished_workload
 from tests.pipeline.checks import Limits, assert_admitted_once, per_workload
 from tests.pipeline.kafka_run import decisions_of, worker_group
 from tests.pipeline.kills import WorkerKiller, kafka_sh, kill_seed, run_with_crashes
-from tests.pipeline.test_pipeline_kafka_crash import borrowing_cluster
-from tests.pipeline.watch_streams import Stream
+from tests.pipeline.test_pipeline_kafka_crash import borrowing_cluster, borrowing_stream
 
 pytestmark = pytest.mark.kafka
 
@@ -39,15 +36,7 @@ KILLS = int(os.environ.get("KUEUESTREAM_KILLS", "").strip() or 20)
 
 
 def workload_steps(count: int) -> list[list[bytes]]:
-    stream = Stream()
-    stream.listing(borrowing_cluster())
-    queues = ("lq-a1", "lq-a2", "lq-b1", "lq-b2")
-    for i in range(count):
-        stream.event(cpu_workload(f"wl-{i:03d}", queues[i % 4], 1 + i % 4, priority=i % 3, created_s=i))
-        if i >= 6 and i % 2 == 0:
-            done = cpu_workload(f"wl-{i - 6:03d}", queues[(i - 6) % 4], 1 + (i - 6) % 4, priority=(i - 6) % 3)
-            stream.event(finished_workload(done), WatchEventType.MODIFIED)
-    return [[codec.encode(e) for e in step] for step in stream.steps]
+    return [[codec.encode(e) for e in step] for step in borrowing_stream(count).steps]
 
 
 def test_workers_killed_at_random_points(kafka_bootstrap: str, tmp_path: Path) -> None:

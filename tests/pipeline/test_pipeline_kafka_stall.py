@@ -27,12 +27,9 @@ from kueuestream.agents.faust_worker.publish import send_watch
 from kueuestream.streams import codec
 from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.log import Record
-from kueuestream.streams.schemas import WatchEventType
-from tests.helpers import cpu_workload, finished_workload
 from tests.pipeline.checks import Limits, assert_admitted_once, assert_exactly_once, check_limits
-from tests.pipeline.kafka_run import TIMEOUT, decisions_of, settled, worker_group
-from tests.pipeline.test_pipeline_kafka_crash import borrowing_cluster
-from tests.pipeline.watch_streams import Stream
+from tests.pipeline.kafka_run import caught_up, decisions_of, worker_group
+from tests.pipeline.test_pipeline_kafka_crash import borrowing_cluster, borrowing_stream
 
 pytestmark = pytest.mark.kafka
 
@@ -40,18 +37,6 @@ pytestmark = pytest.mark.kafka
 SESSION_TIMEOUT = 6.0
 STALL = 2 * SESSION_TIMEOUT
 FENCED = "was fenced (ProducerFenced)"
-
-
-def workload_events(count: int) -> list[bytes]:
-    stream = Stream()
-    stream.listing(borrowing_cluster())
-    queues = ("lq-a1", "lq-a2", "lq-b1", "lq-b2")
-    for i in range(count):
-        stream.event(cpu_workload(f"wl-{i:03d}", queues[i % 4], 1 + i % 4, priority=i % 3, created_s=i))
-        if i >= 6 and i % 2 == 0:
-            done = cpu_workload(f"wl-{i - 6:03d}", queues[(i - 6) % 4], 1 + (i - 6) % 4, priority=(i - 6) % 3)
-            stream.event(finished_workload(done), WatchEventType.MODIFIED)
-    return [codec.encode(e) for e in stream.events()]
 
 
 async def stream_with_stalls(
@@ -92,20 +77,13 @@ async def stream_with_stalls(
                 stalled.send_signal(signal.SIGCONT)
             # Back in the group, after the rebalance its return starts.
             await asyncio.sleep(2 * SESSION_TIMEOUT)
-        watch_end = (await kafka.end_offsets(w.names.watch))[0]
-        deadline = time.monotonic() + 2 * TIMEOUT
-        while time.monotonic() < deadline:
-            done = await settled(kafka, w, watch_end)
-            if done is not None:
-                return done
-            await asyncio.sleep(1.0)
-    raise AssertionError("the pipeline did not catch up with the stream after the stalls")
+        return await caught_up(kafka, w, "the stalls")
 
 
 def test_a_worker_stalled_past_its_session_timeout_is_fenced_and_goes_on(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    events = workload_events(120)
+    events = [codec.encode(e) for e in borrowing_stream(120).events()]
     with worker_group(kafka_bootstrap, tmp_path, 2) as w:
         verdict, _ = asyncio.run(stream_with_stalls(kafka_bootstrap, w, events))
         parts = asyncio.run(decisions_of(kafka_bootstrap, w.names))
