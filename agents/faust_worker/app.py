@@ -13,10 +13,11 @@ there for why Faust's own transactions are not used for them). The app still
 runs with ``processing_guarantee="exactly_once"``, which commits input offsets
 and Table changelogs in Faust's transactions; correctness does not depend on
 it, and one of those transactions fenced after a stall no longer stops the
-worker (:mod:`.fenced_producer`). Every other record (ingest's output, handovers, the job controller's
-STOPPED events, applied records, errors) is sent by an idempotent producer
-before its input is acknowledged; after a crash it may be sent again, and the
-admission agent recognises the copy by its origin.
+worker (:mod:`.fenced_producer`). Every other record (ingest's output,
+handovers, the job controller's STOPPED events, applied records, errors) is
+sent by an idempotent producer before its input is acknowledged; after a crash
+it may be sent again, and the admission agent recognises the copy by its
+origin.
 
 State. The authoritative state of both stateful agents is a function of their
 input log, rebuilt from the newest snapshot (:mod:`.snapshots`) and the log

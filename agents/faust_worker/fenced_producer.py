@@ -105,36 +105,48 @@ class FenceTolerantProducer(Producer):
         *,
         transactional_id: str | None = None,
     ) -> Awaitable[Any]:
-        if transactional_id is not None:
-            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            if transactional_id in self.fenced:
-                failed.set_exception(ProducerFenced())
-                return failed
-            try:
-                sent: Awaitable[Any] = await super().send(
-                    topic, key, value, partition, timestamp, headers, transactional_id=transactional_id
-                )
-            except _FENCED as exc:
-                # Failed as a send in flight fails: Faust logs it; the app goes on.
-                self._set_aside(transactional_id, exc)
-                failed.set_exception(exc)
-                return failed
-            return sent
-        result: Awaitable[Any] = await super().send(topic, key, value, partition, timestamp, headers)
-        return result
+        if transactional_id is None:
+            result: Awaitable[Any] = await super().send(topic, key, value, partition, timestamp, headers)
+            return result
+        if transactional_id in self.fenced:
+            return _failed(ProducerFenced())
+        try:
+            sent: Awaitable[Any] = await super().send(
+                topic, key, value, partition, timestamp, headers, transactional_id=transactional_id
+            )
+        except _FENCED as exc:
+            self._set_aside(transactional_id, exc)
+            return _failed(exc)
+        return sent
 
     async def begin_transaction(self, transactional_id: str) -> None:
-        if transactional_id in self.fenced:
-            # The partition is this worker's again: a new producer, with a new epoch.
+        # Faust begins the transactions of the partitions a rebalance assigned: one of
+        # them fenced before (seen here, or only by a send in flight) gets a new producer,
+        # with a new epoch, where Faust would keep the fenced one and fail every use.
+        current = self._transaction_producers.get(transactional_id)
+        if transactional_id in self.fenced or (current is not None and _ended(current)):
             self.fenced.discard(transactional_id)
-            stale = self._transaction_producers.pop(transactional_id, None)
-            if stale is not None:
-                await stale.stop()
+            self._transaction_producers.pop(transactional_id, None)
+            if current is not None:
+                await current.stop()
         await super().begin_transaction(transactional_id)
 
     async def stop_transaction(self, transactional_id: str) -> None:
         self.fenced.discard(transactional_id)
         await super().stop_transaction(transactional_id)
+
+
+def _failed(error: BaseException) -> asyncio.Future[Any]:
+    """A send's outcome, failed as a send in flight fails: Faust logs it and goes on."""
+    failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    failed.set_exception(error)
+    return failed
+
+
+def _ended(producer: Any) -> bool:
+    """Whether aiokafka has ended this transactional producer: fenced, or another fatal error."""
+    manager = getattr(producer, "_txn_manager", None)
+    return manager is not None and bool(manager.is_fatal_error())
 
 
 class FenceTolerantTransport(Transport):
