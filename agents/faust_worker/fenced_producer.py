@@ -69,10 +69,10 @@ class FenceTolerantProducer(Producer):
         if transactional_id not in self.fenced:
             self.fenced.add(transactional_id)
             log.warning(
-                "transactional producer %s was fenced (%s): another worker took its partition, "
-                "as happens after this one stalled past its session timeout; its offsets are "
-                "left to that worker, and a new producer starts if the rebalance gives the "
-                "partition back",
+                "transactional producer %s was fenced (%s): another worker started one for its "
+                "partition, as happens when a worker stalls past its session timeout and the "
+                "group moves partitions; its offsets are left to that worker, and a new producer "
+                "starts if the rebalance gives the partition back",
                 transactional_id,
                 type(error).__name__,
             )
