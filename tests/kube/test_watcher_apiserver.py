@@ -157,10 +157,14 @@ async def test_listing_then_live_quota_changes_reach_the_log_and_the_pipeline(
                 ("ADDED", "ResourceFlavor", spare),
                 ("DELETED", "ResourceFlavor", spare),
             ]
-            await eventually(
-                lambda: object_events(read_log(tmp_path), {wl, cq, spare})[1:] == want,
-                f"the live changes in the log: {want}",
-            )
+
+            def live() -> list[tuple[str, str, str]]:
+                return object_events(read_log(tmp_path), {wl, cq, spare})[1:]
+
+            try:
+                await eventually(lambda: live() == want, f"the live changes in the log: {want}")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the log holds {live()}") from None
         finally:
             await running.stop()
 
