@@ -343,6 +343,67 @@ class KafkaLog:
         finally:
             await consumer.stop()
 
+    async def last_visible_offsets(self, ends: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """For each ``(topic, partition)``: the offset of the last record before its end
+        offset that a ``read_committed`` reader gets, or -1 when there is none.
+
+        The end offset alone does not tell: a partition written in transactions
+        ends with a commit marker, or with an aborted transaction's records and
+        its abort marker, none of which a reader ever receives. The tail of each
+        partition is read back, a window at a time, until a record turns up.
+        """
+        out = {key: -1 for key, end in ends.items() if end <= 0}
+        pending = {key: end for key, end in ends.items() if end > 0}
+        window = 16
+        consumer = self._consumer()
+        try:
+            await consumer.start()
+            while pending:
+                starts = {key: max(end - window, 0) for key, end in pending.items()}
+                last = await self._last_records(consumer, pending, starts)
+                for key in sorted(pending):
+                    if last[key] >= 0 or starts[key] == 0:
+                        out[key] = last[key]
+                        del pending[key]
+                window *= 16
+        except KafkaError as exc:
+            raise LogError(f"reading the tails of Kafka partitions failed: {exc}") from exc
+        finally:
+            await consumer.stop()
+        return out
+
+    async def _last_records(
+        self, consumer: Any, ends: Mapping[tuple[str, int], int], starts: Mapping[tuple[str, int], int]
+    ) -> dict[tuple[str, int], int]:
+        """The last offset ``consumer`` reads from each start up to its end (-1: none)."""
+        tps = {TopicPartition(*key): key for key in ends}
+        consumer.assign(list(tps))
+        for tp, key in tps.items():
+            consumer.seek(tp, starts[key])
+        last = dict.fromkeys(ends, -1)
+        remaining = set(tps)
+        loop = asyncio.get_running_loop()
+        idle_since = loop.time()
+        while remaining:
+            batches = await consumer.getmany(*remaining, timeout_ms=_POLL_MS, max_records=_POLL_RECORDS)
+            for tp, messages in batches.items():
+                key = tps[tp]
+                below = [m.offset for m in messages if m.offset < ends[key]]
+                if below:
+                    last[key] = max(last[key], *below)
+            for tp in sorted(remaining):
+                if await consumer.position(tp) >= ends[tps[tp]]:
+                    remaining.discard(tp)
+            if batches:
+                idle_since = loop.time()
+            elif loop.time() - idle_since > self._read_timeout_s:
+                # An open transaction holds a read_committed reader back until it ends.
+                stuck = ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(remaining))
+                raise LogError(
+                    f"reading Kafka {stuck} stalled before the end (no record for {self._read_timeout_s:g}s)"
+                )
+        return last
+
 
 async def _stop(client: Any) -> None:
     stop = getattr(client, "stop", None) or client.close

@@ -65,6 +65,7 @@ from kueuestream.agents.audit.pending import QueueNotFound
 from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.serve import worker_dashboard
 from kueuestream.agents.faust_worker import DEFAULT_SNAPSHOT_EVERY
+from kueuestream.agents.faust_worker.changelog_recovery import TailAwareTableManager
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.fenced_producer import FenceTolerantTransport
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
@@ -189,6 +190,9 @@ class Runtime:
             )
             await self._kafka.start()
         return self._kafka
+
+    async def changelog_tails(self, ends: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        return await (await self.kafka()).last_visible_offsets(ends)
 
     async def snapshots(self) -> SnapshotStore:
         if self._snapshots is None:
@@ -786,10 +790,13 @@ def build_app(
         # other worker's changelog writes all the time, and its recovery after a
         # rebalance crashed a worker seeking a negative offset.
         table_standby_replicas=0,
+        TableManager=TailAwareTableManager,
     )
     # faust-streaming stops the app when a stalled worker finds its transactions fenced.
     app.transport = FenceTolerantTransport(app.conf.broker_consumer, app)
     runtime = Runtime(app, settings, names, job_controller, cluster, snapshot_every)
+    # Recovery reads the changelogs' tails, or waits 10 s for each restart and rebalance.
+    cast(TailAwareTableManager, app.tables).tails = runtime.changelog_tails
 
     def topic(name: str, partitions: int) -> Any:
         return app.topic(

@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from kueuestream.streams.file_log import FileLog
 from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url
@@ -138,3 +139,55 @@ async def test_export_to_file_and_import_to_a_new_topic(kafka: KafkaLog, tmp_pat
     with FileLog(tmp_path / "again") as again:
         (result,) = await import_topics(tmp_path / "export", again, [source])
         assert result.records == len(records)
+
+
+@pytest.mark.kafka
+async def test_the_last_visible_offset_skips_markers_and_aborted_tails(
+    kafka: KafkaLog, kafka_bootstrap: str
+) -> None:
+    """What Faust's table recovery must read up to: the last record a read_committed reader
+    gets, which is not the end offset minus one once a partition is written in transactions."""
+    topic = unique("tails")
+    await kafka.ensure_topic(topic, 6)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, transactional_id=unique("tails-tx"), enable_idempotence=True
+    )
+    await producer.start()
+    try:
+        # p0: plain appends, no transaction; p1: one committed transaction (marker last);
+        # p2: committed, then an aborted transaction longer than the first window read back;
+        # p3: only aborted records; p4: committed, aborted, committed; p5: empty.
+        await kafka.append_many(topic, [(b"k", b"plain")] * 3, partition=0)
+
+        async def transaction(partition: int, count: int, commit: bool) -> None:
+            await producer.begin_transaction()
+            for i in range(count):
+                await producer.send_and_wait(topic, f"{partition}-{i}".encode(), partition=partition)
+            await (producer.commit_transaction() if commit else producer.abort_transaction())
+
+        await transaction(1, 2, True)
+        await transaction(2, 3, True)
+        await transaction(2, 40, False)
+        await transaction(3, 5, False)
+        await transaction(4, 2, True)
+        await transaction(4, 2, False)
+        await transaction(4, 1, True)
+    finally:
+        await producer.stop()
+
+    ends = await kafka.end_offsets(topic)
+    # Each transaction adds one marker; aborted records take offsets too.
+    assert ends == {0: 3, 1: 3, 2: 45, 3: 6, 4: 8, 5: 0}
+    last = await kafka.last_visible_offsets({(topic, p): end for p, end in ends.items()})
+    assert last == {
+        (topic, 0): 2,
+        (topic, 1): 1,
+        (topic, 2): 2,
+        (topic, 3): -1,
+        (topic, 4): 6,
+        (topic, 5): -1,
+    }
+    # What the reader gets agrees: the last record read is at that offset.
+    for p in range(6):
+        offsets = [r.offset for r in [r async for r in kafka.read(topic, p)]]
+        assert (offsets[-1] if offsets else -1) == last[(topic, p)]
