@@ -11,7 +11,9 @@ Rules, all deterministic:
   the batch and lets the engine schedule. Ingest ends every watch event (or
   every ``WatchBatch``) with a TICK to the shards it touched.
 - A record whose origin (see :class:`kueuestream.agents.log_entries.Origin`) was already seen
-  is a copy written again after a crash, and is skipped.
+  is a copy written again after a crash, and is skipped; so is one whose input lies
+  further back than :data:`kueuestream.agents.seen_origins.HORIZON` inputs behind the
+  newest of its stream.
 - ``BROADCAST`` records go to every shard of the partition; a shard seen for
   the first time first gets the cluster-wide objects broadcast so far.
 - Handovers (see :mod:`kueuestream.agents.ingest_routing`): on ``Out`` a shard removes the moving
@@ -44,6 +46,7 @@ from kueuestream.agents.log_entries import (
     decode_entry,
     handover_manifest,
 )
+from kueuestream.agents.seen_origins import SeenOrigins
 from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.schemas import Cause, DecisionRecord
 from kueuestream.streams.topics import BROADCAST
@@ -91,9 +94,8 @@ class PartitionState:
         self.shards: dict[str, ShardState] = {}
         # Latest UPSERT of each cluster-wide object, in first-seen order, to seed new shards.
         self.broadcast: dict[ObjKey, AdmissionEntry] = {}
-        # Per origin stream, the origins applied (offset << 20 | index). A set rather than
-        # a high-water mark: a record repaired after a rebuild may come after later ones.
-        self.seen: dict[str, set[int]] = {}
+        # Per origin stream, the origins applied, to recognise copies.
+        self.seen: dict[str, SeenOrigins] = {}
         self.next_offset = 0  # the offset after the last record fed
         self.records = 0  # records applied (duplicates excluded)
         # Per feed: the offset being fed, decision indexes per cause, follow-up count.
@@ -113,11 +115,12 @@ class PartitionState:
             except DecodeError as exc:
                 out.unreadable.append((offset, str(exc)))
                 return out
-        seen = self.seen.setdefault(entry.origin.stream, set())
-        key = entry.origin.offset << 20 | entry.origin.index
-        if key in seen:
+        origin = entry.origin
+        seen = self.seen.get(origin.stream)
+        if seen is None:
+            seen = self.seen[origin.stream] = SeenOrigins()
+        if not seen.first_time(origin.offset, origin.index):
             return out
-        seen.add(key)
         self.records += 1
         self._offset, self._indexes, self._followups = offset, {}, 0
         if entry.shard == BROADCAST:
