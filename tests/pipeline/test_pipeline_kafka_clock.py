@@ -123,11 +123,11 @@ async def scenario(broker: str, w: WorkerProcesses) -> tuple[list[list[DecisionR
             await send_watch(kafka, w.names, [codec.encode(e) for e in step])
         await wait_for(reader, {("big", "Admitted"), *((n, "Pending") for n in PARKED)}, "parking")
         stream.steps.clear()
-        stream.time_ms = now_ms() + AHEAD_MS
+        stream.time_ms = finished_at = now_ms() + AHEAD_MS
         stream.event(finished_workload(big), WatchEventType.MODIFIED)
         await send_watch(kafka, w.names, [codec.encode(e) for e in stream.steps[0]])
         await wait_for(reader, {("big", "Finished")}, "the finish")
-        due = stream.time_ms + REQUEUE_BATCH_MS
+        due = finished_at + REQUEUE_BATCH_MS
         # Nothing is left to process: the restarted worker gets no record that would make it
         # rebuild the shard.
         await committed_to_the_end(broker, w)
