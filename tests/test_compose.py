@@ -43,17 +43,20 @@ def test_two_workers_share_the_broker_and_mount_config() -> None:
     assert sorted(workers) == ["worker-1", "worker-2"]
     parser = build_parser()
     datadirs = set()
+    instances = set()
     for svc in workers.values():
         command = svc["command"]
         assert command[0] == "kueuestream"
         args = parser.parse_args(command[1:])  # the CLI accepts exactly this command line
         assert (args.command, args.broker) == ("worker", "kafka://kafka:9092")
         datadirs.add(next(v for v in svc["volumes"] if v.endswith(args.datadir)))
+        instances.add(args.instance_id)
         assert "./config:/config:ro" in svc["volumes"]
         assert svc["depends_on"]["kafka"]["condition"] == "service_healthy"
         assert svc["build"] == "."
-    # Each worker keeps its Faust state apart.
+    # Each worker keeps its Faust state apart, and is a static group member under its own id.
     assert len(datadirs) == 2
+    assert len(instances) == 2 and None not in instances
 
 
 def test_the_worker_image_installs_the_console_script(tmp_path: Path) -> None:

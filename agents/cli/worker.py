@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from kueuestream.agents.cli.kafka_options import add_broker_options, with_broker_settings
 from kueuestream.agents.cli.metrics_options import add_metrics_option, metrics_port_usable
 from kueuestream.agents.faust_worker import DEFAULT_SNAPSHOT_EVERY
+
+# What the broker accepts as a group.instance.id: the rule for topic names.
+_INSTANCE_ID = re.compile(r"(?!\.{1,2}$)[A-Za-z0-9._-]{1,249}")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +37,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="write a snapshot of an admission partition's state every RECORDS records, so a restart "
         f"reads only the log after it (default {DEFAULT_SNAPSHOT_EVERY}; 0: none)",
     )
+    p.add_argument(
+        "--instance-id",
+        type=_instance_id,
+        default=None,
+        metavar="ID",
+        help="join the consumer group as a static member under ID (Kafka's group.instance.id), unique "
+        "per worker and kept across its restarts (a pod's name): a worker that restarts within the 6 s "
+        "session timeout takes its partitions back with no rebalance, and the other workers go on",
+    )
     add_broker_options(p)
     add_metrics_option(p)
     p.set_defaults(func=run)
@@ -46,6 +59,15 @@ def _records(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a record count: give a whole number, 0 or more")
     return value
+
+
+def _instance_id(text: str) -> str:
+    if not _INSTANCE_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a group instance id: use 1-249 letters, digits, '.', '_' or '-' "
+            "(not '.' or '..' alone)"
+        )
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,5 +87,6 @@ def run(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             metrics_port=args.metrics_port,
             snapshot_every=args.snapshot_every,
+            instance_id=args.instance_id,
         ),
     )

@@ -761,6 +761,7 @@ def build_app(
     runtime_series: KueueSeries | None = None,
     dashboard: LiveDashboard | None = None,
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    instance_id: str | None = None,
 ) -> tuple[faust.App, Runtime]:
     names = TopicNames(prefix)
     settings = kafka_settings(broker)
@@ -791,6 +792,9 @@ def build_app(
         # rebalance crashed a worker seeking a negative offset.
         table_standby_replicas=0,
         TableManager=TailAwareTableManager,
+        # A static member of the group (KIP-345): restarted under the same id within the
+        # session timeout, the worker takes its partitions back with no rebalance.
+        consumer_group_instance_id=instance_id,
     )
     # faust-streaming stops the app when a stalled worker finds its transactions fenced.
     app.transport = FenceTolerantTransport(app.conf.broker_consumer, app)
@@ -960,6 +964,7 @@ def run_worker(
     cluster: bool = False,
     metrics_port: int | None = None,
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    instance_id: str | None = None,
 ) -> int:
     """``kueuestream worker``: run one Faust worker until it is stopped.
 
@@ -970,7 +975,8 @@ def run_worker(
     cluster mode, nothing stands in for the job controller, and there is no
     applier agent, ``kueuestream apply`` writes the decisions to the cluster.
     ``snapshot_every``: records of an admission partition between two snapshots
-    of its state (0: none; see :mod:`.snapshots`).
+    of its state (0: none; see :mod:`.snapshots`). ``instance_id`` makes the
+    worker a static member of the consumer group under that id.
 
     The worker first connects on its own to create the topics: settings the
     brokers refuse (a wrong password, an untrusted certificate) end it there,
@@ -1003,6 +1009,7 @@ def run_worker(
             runtime_series=KueueSeries(served.registry) if served is not None else None,
             dashboard=worker_dashboard(served.endpoint, settings, prefix) if served is not None else None,
             snapshot_every=snapshot_every,
+            instance_id=instance_id,
         )
         if served is not None:
             served.ready = lambda: runtime.assigned

@@ -3,7 +3,8 @@
 The Kafka tests and the pipeline benchmark run real workers this way: ``count``
 processes of one app (one consumer group) on one set of topics, each with its
 own Faust data directory and one log file per start under a work directory;
-``snapshot_every`` is passed as ``--snapshot-every`` (None: the worker's default).
+``snapshot_every`` is passed as ``--snapshot-every`` (None: the worker's default);
+``static`` gives worker ``i`` the ``--instance-id`` ``{app_id}-{i}``, kept across its restarts.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class WorkerProcesses:
         clock: bool = True,
         loglevel: str = "info",
         snapshot_every: int | None = None,
+        static: bool = False,
     ) -> None:
         self.broker = broker
         self.count = count
@@ -72,6 +74,7 @@ class WorkerProcesses:
         self.clock = clock
         self.loglevel = loglevel
         self.snapshot_every = snapshot_every
+        self.static = static
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * count
         # How many times each worker was started: each start writes a log file of its own.
         self.starts = [0] * count
@@ -86,6 +89,7 @@ class WorkerProcesses:
         tag: str = "",
         clock: bool = True,
         snapshot_every: int | None = None,
+        static: bool = False,
     ) -> WorkerProcesses:
         """Workers with an app id and topic prefix of their own, so that runs sharing a broker
         never meet; ``tag`` (letters and digits) makes the names easier to tell apart."""
@@ -98,6 +102,7 @@ class WorkerProcesses:
             topic_prefix=f"t{ident}{tag}.",
             clock=clock,
             snapshot_every=snapshot_every,
+            static=static,
         )
 
     def command(self, i: int) -> list[str]:
@@ -120,6 +125,8 @@ class WorkerProcesses:
         ]
         if self.snapshot_every is not None:
             cmd += ["--snapshot-every", str(self.snapshot_every)]
+        if self.static:
+            cmd += ["--instance-id", f"{self.app_id}-{i}"]
         return cmd if self.clock else [*cmd, "--no-clock"]
 
     def log_path(self, i: int) -> Path:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kueuestream.agents.cli.main import build_parser
 from kueuestream.agents.kube.resources import KINDS_WATCHED
 from tests.cluster.kube_rig import Cli, cluster, eventually, start_cli, unique
 from tests.helpers import queued_job
@@ -92,6 +93,19 @@ def test_the_deploy_base_applies_for_real_and_as_a_server_side_dry_run(kube_conf
         assert container["ports"] == [{"name": "metrics", "containerPort": int(port), "protocol": "TCP"}]
         probe = container["livenessProbe"]["httpGet"]
         assert (probe["path"], probe["port"]) == ("/healthz", "metrics")
+        # The CLI accepts the command line once Kubernetes has expanded the variables.
+        expanded = [a.replace("$(KUEUESTREAM_BROKER)", "kafka://kafka:9092") for a in args[1:]]
+        parsed = build_parser().parse_args([a.replace("$(KUEUESTREAM_POD_NAME)", "pod-0") for a in expanded])
+        assert parsed.command == name.removeprefix("kueuestream-")
+    # Each worker joins the group as a static member under its pod's name.
+    worker = yaml.safe_load(
+        kubectl(kube_config, "get", "deployment", "kueuestream-worker", "-n", NAMESPACE, "-o", "yaml")
+    )
+    container = worker["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    assert args[args.index("--instance-id") + 1] == "$(KUEUESTREAM_POD_NAME)"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["KUEUESTREAM_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
 
 
 def token_kubeconfig(kube_config: str, account: str, path: Path) -> str:
