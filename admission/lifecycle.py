@@ -131,10 +131,17 @@ class Lifecycle:
         self.outbox.touch(key)
 
     def _update(self, rec: WorkloadRecord, wl: Workload, manifest: dict[str, Any], finished: bool) -> None:
-        if rec.check_rejected and not rec.obj.spec.active and wl.spec.active:
-            # Set active again after its deactivation was written: a fresh start (Kueue's Reactivated).
-            rec.check_rejected = False
-            rec.conditions.set(REQUEUED, True, REACTIVATED, "The workload was reactivated", self.now_ms)
+        if not rec.obj.spec.active and wl.spec.active:
+            requeued = rec.conditions.get(REQUEUED)
+            requeued_as_deactivated = (
+                requeued is not None and requeued.status == "False" and requeued.reason == DEACTIVATED
+            )
+            if rec.check_rejected or requeued_as_deactivated:
+                # Set active again after its deactivation was written: a fresh start (Kueue's
+                # Reactivated). A workload that never held quota was never requeued, so it has
+                # no Requeued condition to change.
+                rec.check_rejected = False
+                rec.conditions.set(REQUEUED, True, REACTIVATED, "The workload was reactivated", self.now_ms)
         was_active = rec.active
         rec.obj, rec.manifest = wl, manifest
         if rec.phase == Phase.FINISHED:
@@ -243,6 +250,7 @@ class Lifecycle:
         if cache.structure_dirty:
             return  # the rebuild places every pending workload
         if not rec.active:
+            self._evict_inactive(rec)
             self._inadmissible(rec, DEACTIVATED, MSG_DEACTIVATED)
             return
         if rec.pod_sets is None:
@@ -272,6 +280,26 @@ class Lifecycle:
             self.queues.hold(rec.key, rec.requeue_at_ms)
             return
         self.queues.push(rec, cq.name, stated=rec.conditions.get(QUOTA_RESERVED) is not None)
+
+    def _evict_inactive(self, rec: WorkloadRecord) -> None:
+        """An inactive workload without quota is evicted all the same, once, as Kueue's does.
+
+        Kueue's workload controller (``WorkloadReconciler.Reconcile``, the branch
+        for a Workload that is not active) calls ``workloadevict.Evict`` whenever
+        the Workload is not already Evicted, whether or not it ever held quota:
+        ``Evicted=True``, reason ``Deactivated``, its checks reset to Pending
+        (``resetChecksOnEviction``), and its ``requeueState`` cleared, which it
+        clears even when the Workload was already evicted. The condition stays
+        until quota is reserved again (``SetQuotaReservation``).
+        """
+        if rec.requeue_at_ms is not None:
+            rec.requeue_at_ms = None
+            self.outbox.touch(rec.key)
+        if rec.conditions.is_true(EVICTED):
+            return
+        rec.conditions.set(EVICTED, True, DEACTIVATED, MSG_DEACTIVATED, self.now_ms)
+        ac.reset_on_eviction(rec.checks, self.now_ms)
+        self._mark(rec, Action.PENDING)
 
     def place_pending(self) -> None:
         """Queue every pending workload again, by key (after the quota tree was rebuilt).
@@ -314,8 +342,10 @@ class Lifecycle:
 
         Kueue's ``resolveGranularUnadmittedQuotaReservedCondition``: a reason the
         scheduler wrote stays until the next cycle; any other (a queue that was
-        missing or stopped, a deactivation) becomes PendingEvaluation; a workload
-        without the condition gets it only with UnadmittedWorkloadsExplicitStatus.
+        missing or stopped, a deactivation) becomes PendingEvaluation (``Pending``
+        while the workload is still marked Evicted: see :meth:`_evaluation_reason`);
+        a workload without the condition gets it only with
+        UnadmittedWorkloadsExplicitStatus.
         """
         cond = rec.conditions.get(QUOTA_RESERVED)
         if cond is None:
@@ -324,7 +354,9 @@ class Lifecycle:
                 return
         elif cond.status != "False" or cond.reason in SCHEDULER_SET:
             return
-        if not self._granular() or rec.conditions.is_true(EVICTED):
+        if not self._granular():
+            return
+        if cond is not None and cond.reason == PENDING and rec.conditions.is_true(EVICTED):
             # Requeued after an eviction: the eviction's message stays until the scheduler's.
             return
         self.set_pending(rec, self._evaluation_reason(rec), MSG_PENDING_EVALUATION)
