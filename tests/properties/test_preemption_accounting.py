@@ -10,10 +10,13 @@ check, after every decision of an engine driven by random input:
 1. usage minus the quota of Workloads already being evicted (``Evicted=True``
    while still holding quota) fits every ClusterQueue's nominal quota plus
    borrowing limit and every cohort tree's quota;
-2. once every victim has stopped, usage itself fits every limit.
+2. whenever no Workload is being evicted, usage itself fits every limit.
 
 Victims stop only when the test says so (a job controller that takes its time),
-so the window in which both kinds of usage coexist is wide.
+so the window in which both kinds of usage coexist is wide. At the end every
+victim stops; a world where a stopped victim is admitted and preempted again
+round after round (as Kueue 0.19 does too, see the catch-up loop) ends after
+a bounded number of rounds.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from tests.helpers import (
     workload_manifest,
 )
 from tests.pipeline.checks import FR, Limits, usage_of
+
+# Rounds of the job controller catching up before a world is taken to be in a preemption cycle.
+CATCH_UP_ROUNDS = 100
 
 # Preempting policies come first: hypothesis shrinks towards them, and most trees should preempt.
 POLICIES_WITHIN = ("LowerPriority", "LowerOrNewerEqualPriority", "Never")
@@ -140,6 +146,8 @@ class Audit:
         else:
             self.evicting.discard(key)
         self.check(exclude=self.evicting, when=f"after {d.action.value} {key}")
+        if not self.evicting:
+            self.check(exclude=set(), when=f"after {d.action.value} {key}, with no victim left")
 
     def check(self, *, exclude: set[str], when: str) -> None:
         per_cq: dict[str, int] = {}
@@ -209,14 +217,30 @@ def test_usage_net_of_victims_fits_and_fits_outright_once_they_stop(
             apply(Event(EventType.TICK, time_ms))
 
     # The job controller catches up: every victim stops, and time runs out the retries.
-    while audit.evicting or engine.next_wakeup_ms() is not None:
+    # A victim that stops may be admitted again at once and preempted again by the same
+    # preemptor, for ever: a borrowing preemptor whose lowest subtree that fits is higher
+    # than the victim's comes after it in the cycle order (``makeClassicalIterator`` sorts
+    # by ``Assignment.Borrows()`` before priority), as in Kueue 0.19 (kubernetes-sigs/kueue
+    # PR 13797 puts preemptors first behind the gate PrioritizePreemptorWorkloads, alpha
+    # and off in 0.20). Such a world ends after a bounded number of rounds; every victim
+    # stopped must still have left the evicting set or been evicted again since.
+    cycling = False
+    for _ in range(CATCH_UP_ROUNDS):
+        if not audit.evicting and engine.next_wakeup_ms() is None:
+            break
         for victim in sorted(audit.evicting):
+            stopped_at = len(evictions)
             apply(Event(EventType.STOPPED, time_ms, ref=ObjectRef("Workload", "default", victim)))
+            assert victim not in audit.evicting or victim in evictions[stopped_at:], victim
         wakeup = engine.next_wakeup_ms()
         if wakeup is not None:
             time_ms = max(time_ms, wakeup)
             apply(Event(EventType.TICK, time_ms))
-    assert not audit.evicting
-    audit.check(exclude=set(), when="once every victim has stopped")
+    else:
+        cycling = True
+    if not cycling:
+        assert not audit.evicting
+        audit.check(exclude=set(), when="once every victim has stopped")
+    event("preemption cycle" if cycling else "settled")
     target(float(len(evictions)), label="evictions")  # steer the search towards preemption
     event(f"evictions: {min(len(evictions), 3)}{'+' if len(evictions) >= 3 else ''}")
