@@ -44,7 +44,7 @@ from kueuestream.agents.log_entries import (
 from kueuestream.agents.outputs import Out, Table, admission_outs, error_out
 from kueuestream.agents.sources.watch_events import Identified, identify
 from kueuestream.streams import codec
-from kueuestream.streams.schemas import ErrorSource, SourceRef, WatchEvent, WatchEventType
+from kueuestream.streams.schemas import FLOAT_FREE, ErrorSource, SourceRef, WatchEvent, WatchEventType
 from kueuestream.streams.topics import BROADCAST
 
 
@@ -121,16 +121,20 @@ class IngestHandler:
     def _entry(
         self, p: Planned, time_ms: int, offset: int, index: int, ref: SourceRef | None
     ) -> AdmissionEntry:
-        return AdmissionEntry(
-            shard=p.shard,
-            time_ms=time_ms,
-            type=p.type,
-            kind=p.kind,
-            namespace=p.namespace,
-            name=p.name,
-            object=p.object,
-            source=ref if p.object is not None and p.kind != "ShardHandover" else None,
-            origin=Origin(stream=WATCH_STREAM, offset=offset, index=index),
+        # Every object routed is a watch event's (validated, so float-free), or built from one.
+        return AdmissionEntry.model_validate(
+            {
+                "shard": p.shard,
+                "time_ms": time_ms,
+                "type": p.type,
+                "kind": p.kind,
+                "namespace": p.namespace,
+                "name": p.name,
+                "object": p.object,
+                "source": ref if p.object is not None and p.kind != "ShardHandover" else None,
+                "origin": Origin(stream=WATCH_STREAM, offset=offset, index=index),
+            },
+            context=FLOAT_FREE,
         )
 
     def _close(self, touched: set[str], time_ms: int, offset: int, first_index: int) -> list[AdmissionEntry]:

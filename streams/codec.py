@@ -107,6 +107,11 @@ def contains_float(obj: Any) -> bool:
 
 def encode_json(obj: Any, *, what: str = "value") -> bytes:
     """Canonical bytes of a plain JSON-like value; raises :class:`EncodeError`."""
+    _refuse_floats(obj, what)
+    return _dumps(obj, what)
+
+
+def _refuse_floats(obj: Any, what: str) -> None:
     float_path = find_float(obj) if contains_float(obj) else None
     if float_path is not None:
         where = join_path(*(p if isinstance(p, int) else str(p) for p in float_path)) or "<root>"
@@ -115,6 +120,9 @@ def encode_json(obj: Any, *, what: str = "value") -> bytes:
             "because their text form is not canonical (pass manifests through "
             "normalize_manifest, or use an int or a string)"
         )
+
+
+def _dumps(obj: Any, what: str) -> bytes:
     try:
         encoded = orjson.dumps(obj, option=_DUMPS_OPTIONS)
     except orjson.JSONEncodeError as exc:  # e.g. a non-string dict key or an int beyond 64 bits
@@ -126,12 +134,25 @@ def encode_json(obj: Any, *, what: str = "value") -> bytes:
 
 
 def encode(model: pydantic.BaseModel) -> bytes:
-    """Canonical bytes of a record: sorted keys, no floats, UTF-8 JSON."""
+    """Canonical bytes of a record: sorted keys, no floats, UTF-8 JSON.
+
+    The fields a record type lists in ``normalized_fields`` had their floats
+    replaced when it was validated, and a record is frozen: they are written as
+    they are, neither copied nor searched for floats again.
+    """
+    kind = type(model)
+    what = kind.__name__
+    normalized: tuple[str, ...] = getattr(kind, "normalized_fields", ())
     # mode="python", not "json": the latter turns NaN and infinities into null
     # without a word, hiding the floats this must refuse. orjson writes the
     # enums by value and tuples as arrays itself.
-    data = model.model_dump(mode="python", by_alias=True)
-    return encode_json(data, what=type(model).__name__)
+    if not normalized:
+        return encode_json(model.model_dump(mode="python", by_alias=True), what=what)
+    data = model.model_dump(mode="python", by_alias=True, exclude=set(normalized))
+    _refuse_floats(data, what)
+    for name in normalized:
+        data[kind.model_fields[name].serialization_alias or name] = getattr(model, name)
+    return _dumps(data, what)
 
 
 def decode(data: bytes | bytearray | memoryview | str, model_type: type[M]) -> M:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import (
     BaseModel,
@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     StrictInt,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -40,15 +41,26 @@ NonEmptyStr = Annotated[str, Field(min_length=1)]
 MAX_RAW_CHARS = 4096
 
 
+# Validation context saying that the ``object`` given is float-free already: it
+# is, or is built from, the object of a record that was validated before.
+FLOAT_FREE: dict[str, bool] = {"float_free": True}
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # Fields whose values had their floats replaced when the record was validated
+    # (see _normalized), so that encoding need not look for floats in them again.
+    normalized_fields: ClassVar[tuple[str, ...]] = ()
 
-def _normalized(obj: dict[str, Any] | None) -> dict[str, Any] | None:
+
+def _normalized(obj: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
     # Manifests come from YAML, where `cpu: 0.5` is a float; floats cannot be
     # encoded canonically, so they become their shortest text here, once.
     # Most manifests have no float; checking is cheaper than rebuilding them.
-    if obj is None or not contains_float(obj):
+    if obj is None or (info.context is not None and info.context.get("float_free")):
+        return obj
+    if not contains_float(obj):
         return obj
     normalized: dict[str, Any] = normalize_manifest(obj)
     return normalized
@@ -77,6 +89,7 @@ class WatchEvent(_Record):
     object: dict[str, Any] | None = None
     timestamp: NonNegativeInt
 
+    normalized_fields: ClassVar[tuple[str, ...]] = ("object",)
     _normalize_object = field_validator("object")(_normalized)
 
     @model_validator(mode="after")
@@ -111,6 +124,7 @@ class AdmissionRecord(_Record):
     object: dict[str, Any] | None = None
     source: SourceRef | None = None
 
+    normalized_fields: ClassVar[tuple[str, ...]] = ("object",)
     _normalize_object = field_validator("object")(_normalized)
 
     @model_validator(mode="after")

@@ -12,13 +12,22 @@ from kueuestream.agents.log_entries import AdmissionEntry, Origin
 from kueuestream.streams.codec import (
     DecodeError,
     EncodeError,
+    contains_float,
     decode,
     encode,
     encode_json,
     normalize_manifest,
     reread,
 )
-from kueuestream.streams.schemas import Cause, DecisionRecord, Ref, SourceRef, WatchEvent, WatchEventType
+from kueuestream.streams.schemas import (
+    FLOAT_FREE,
+    Cause,
+    DecisionRecord,
+    Ref,
+    SourceRef,
+    WatchEvent,
+    WatchEventType,
+)
 
 
 def test_normalize_manifest_turns_floats_into_shortest_text() -> None:
@@ -173,3 +182,65 @@ def test_reread_gives_what_decoding_the_bytes_gives(obj: dict[str, Any]) -> None
         # Dict order is what a consumer iterates: it must be the decoded one, not the writer's.
         assert orjson.dumps(again.model_dump()) == orjson.dumps(decoded.model_dump())
         assert encode(again) == raw
+
+
+@settings(max_examples=200, deadline=None)
+@given(obj=st.dictionaries(st.text(max_size=6), _values, max_size=6))
+def test_a_record_writes_its_validated_object_as_a_full_dump_would(obj: dict[str, Any]) -> None:
+    """``encode`` writes a normalized field without copying or searching it again: the bytes are
+    those of the whole record dumped and checked, and no float survives."""
+    event = WatchEvent(
+        cluster="local",
+        kind="Workload",
+        apiVersion="v1",
+        name="w",
+        type=WatchEventType.ADDED,
+        object=obj,
+        timestamp=1,
+    )
+    entry = AdmissionEntry.model_validate(
+        {
+            "shard": "cq:a",
+            "time_ms": 1,
+            "type": EventType.UPSERT,
+            "kind": "Workload",
+            "name": "w",
+            "object": event.object,
+            "origin": Origin(stream="watch", offset=3, index=1),
+        },
+        context=FLOAT_FREE,
+    )
+    for model in (event, entry):
+        raw = encode(model)
+        assert raw == encode_json(model.model_dump(mode="python", by_alias=True))
+        assert not contains_float(orjson.loads(raw))
+
+
+def test_an_object_said_float_free_is_taken_as_it_is_and_any_other_is_normalized() -> None:
+    """Without the ``FLOAT_FREE`` context a float becomes its text, as for any input; the context
+    is the caller's word that the object was validated before, so it is not searched again."""
+    fields: dict[str, Any] = {
+        "shard": "cq:a",
+        "time_ms": 1,
+        "type": EventType.UPSERT,
+        "kind": "Workload",
+        "name": "w",
+        "object": {"spec": {"cpu": 0.5}},
+        "origin": Origin(stream="watch", offset=0, index=0),
+    }
+    assert AdmissionEntry.model_validate(fields).object == {"spec": {"cpu": "0.5"}}
+    assert AdmissionEntry.model_validate(fields, context=FLOAT_FREE).object == {"spec": {"cpu": 0.5}}
+
+
+def test_an_int_beyond_64_bits_in_an_object_is_an_encode_error_naming_the_record() -> None:
+    event = WatchEvent(
+        cluster="local",
+        kind="Workload",
+        apiVersion="v1",
+        name="w",
+        type=WatchEventType.ADDED,
+        object={"spec": {"n": 2**70}},
+        timestamp=1,
+    )
+    with pytest.raises(EncodeError, match="cannot encode WatchEvent"):
+        encode(event)
