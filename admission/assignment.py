@@ -144,6 +144,16 @@ class Assignment:
     skipped_resources: list[str] = field(default_factory=list)
     # Why it does not fit at all (a granular QuotaReserved reason); "" unless mode is NO_FIT.
     no_fit_reason: str = ""
+    # Where the flavor search stopped, per pod set tried: each assigned resource's
+    # flavor index, or -1 when the search reached the group's last flavor (Kueue's
+    # ``LastTriedFlavorIdx``). A pod set that found no flavor has an empty entry, and
+    # the pod sets after it none.
+    tried: list[dict[str, int]] = field(default_factory=list)
+
+
+def pending_flavors(tried: Sequence[Mapping[str, int]]) -> bool:
+    """Whether a search stopped before its group's last flavor (Kueue's ``PendingFlavors``)."""
+    return any(index != -1 for indexes in tried for index in indexes.values())
 
 
 def no_candidates(fr: FR, value: int) -> tuple[Granular, int]:
@@ -228,6 +238,8 @@ class _Choice:
     borrowing: int = 0
     # The least severe reason among the group's flavors that did not fit.
     no_fit_reason: str = ""
+    # The index of the flavor the search stopped at, or -1 when it reached the last one.
+    tried: int = -1
 
 
 def _assign_group(
@@ -239,12 +251,18 @@ def _assign_group(
     assumed: Mapping[FR, int],
     reasons: list[str],
     oracle: Oracle,
+    start: int = 0,
 ) -> _Choice:
-    """The flavor for one resource group (Kueue's ``findFlavorForPodSets``)."""
+    """The flavor for one resource group (Kueue's ``findFlavorForPodSets``).
+
+    The search begins at flavor index ``start``, where an earlier cycle's left off.
+    """
     best = _Choice()
     # Why each flavor tried did not fit; any one of them could take the pod set.
     no_fit: list[str] = []
-    for flavor_name in group.flavors:
+    last = len(group.flavors) - 1
+    for index in range(start, last + 1):
+        flavor_name = group.flavors[index]
         flavor = flavors.get(flavor_name)
         if flavor is None:
             reasons.append(f"flavor {flavor_name} not found")
@@ -293,6 +311,7 @@ def _assign_group(
             choice.mode, view.when_can_borrow, view.when_can_preempt
         ):
             choice.no_fit_reason = least_severe(no_fit)
+            choice.tried = -1 if index == last else index
             return choice
         if is_preferred(choice.mode, best.mode, view.preference):
             best = choice
@@ -306,11 +325,14 @@ def assign_flavors(
     flavors: Mapping[str, ResourceFlavor],
     only_declared: bool,
     oracle: Oracle = no_candidates,
+    resume: Sequence[Mapping[str, int]] = (),
 ) -> Assignment:
     """Flavors for every pod set (Kueue's ``FlavorAssigner.Assign``).
 
     ``oracle`` answers what preemption could do where quota is short; without
-    one, preemption is taken to find no candidates.
+    one, preemption is taken to find no candidates. ``resume`` is where an
+    earlier search stopped (its ``tried``): each group's search begins at the
+    flavor after it (Kueue's ``NextFlavorToTryForPodSetResource``).
     """
     result = Assignment(pod_sets=[], mode=Mode.FIT, borrowing=0, usage={}, preempt_frs=set())
     skipped: set[str] = set()
@@ -338,17 +360,22 @@ def assign_flavors(
                 )
                 result.message = "; ".join(messages)
                 result.no_fit_reason = NO_MATCHING_FLAVOR
+                result.tried.append({})
                 return result
             by_group.setdefault(index, {})[resource] = amount
         psa = PodSetAssignment(name=ps.name, count=ps.count)
         reasons: list[str] = []
         # Every group must fit, so the pod set's reason is the most severe of theirs.
         group_reasons: list[str] = []
+        left_off = resume[len(result.tried)] if len(result.tried) < len(resume) else {}
+        tried: dict[str, int] = {}
         for index in sorted(by_group):
             requests = by_group[index]
             said: list[str] = []
+            # Every resource of a group was charged to the same flavor, so any one tells where it stopped.
+            start = left_off.get(min(requests), -1) + 1
             choice = _assign_group(
-                view, view.groups[index], requests, ps.spec, flavors, result.usage, said, oracle
+                view, view.groups[index], requests, ps.spec, flavors, result.usage, said, oracle, start
             )
             if choice.mode.preemption is not _FIT:
                 # A group that found a flavor that fits says nothing, as in Kueue.
@@ -359,11 +386,15 @@ def assign_flavors(
                 messages.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}")
                 result.message = "; ".join(messages)
                 result.no_fit_reason = most_severe(r for r in group_reasons if r) or NO_MATCHING_FLAVOR
+                # The groups that found a flavor count for nothing once one did not (Kueue's
+                # assignFlavors drops the pod set's flavors).
+                result.tried.append({})
                 return result
             # The worst resource decides, even where the preference ranked the flavor by borrowing.
             result.mode = min(result.mode, *choice.modes.values())
             result.borrowing = max(result.borrowing, choice.borrowing)
             for resource, flavor_name in choice.flavors.items():
+                tried[resource] = choice.tried
                 psa.flavors[resource] = flavor_name
                 psa.usage[resource] = requests[resource]
                 fr = (flavor_name, resource)
@@ -373,6 +404,7 @@ def assign_flavors(
         if reasons:
             messages.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}")
         result.pod_sets.append(psa)
+        result.tried.append(tried)
     result.message = "; ".join(messages)
     result.skipped_resources = sorted(skipped)
     return result

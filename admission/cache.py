@@ -14,7 +14,7 @@ never depends on the order in which those objects arrived.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -83,6 +83,12 @@ class Cache:
         self.admitted: dict[str, dict[WorkloadKey, WorkloadRecord]] = {}
         # Preemption candidates per ClusterQueue, dropped whenever its admitted set changes.
         self.candidate_cache: dict[str, list[Candidate]] = {}
+        # Per ClusterQueue, Kueue's AllocatableResourceGeneration: advanced whenever quota
+        # may have become free there (a workload stops counting, its tree's quotas change),
+        # which makes an earlier cycle's flavor search progress stale.
+        self.generations: dict[str, int] = {}
+        # What each ClusterQueue's tree looked like when last built (see _tree_signature).
+        self.tree_signatures: dict[str, Hashable] = {}
 
     # ---------------------------------------------------------------- objects
 
@@ -184,6 +190,7 @@ class Cache:
         """
         self.admitted.get(rec.cluster_queue, {}).pop(rec.key, None)
         self.candidate_cache.pop(rec.cluster_queue, None)
+        self.generations[rec.cluster_queue] = self.generations.get(rec.cluster_queue, 0) + 1
         cq = self.cqs.get(rec.cluster_queue)
         if cq is None or self.structure_dirty:
             return None
@@ -266,6 +273,13 @@ class Cache:
             node.children.sort(key=lambda n: (n.is_cluster_queue, n.name))
         for root in self._roots():
             compute_subtree_quotas(root)
+            # Kueue advances the generation of every ClusterQueue of a tree whose quotas,
+            # flavors or shape changed (updateCohortTreeResources).
+            signature = _tree_signature(root, self.cqs)
+            for cq_node in root.cluster_queues():
+                if self.tree_signatures.get(cq_node.name) != signature:
+                    self.tree_signatures[cq_node.name] = signature
+                    self.generations[cq_node.name] = self.generations.get(cq_node.name, 0) + 1
 
         for key in sorted(self.workloads):
             rec = self.workloads[key]
@@ -379,6 +393,22 @@ def _candidate(rec: WorkloadRecord) -> Candidate:
         usage=rec.usage,
         evicting=rec.evicting,
     )
+
+
+def _tree_signature(root: QuotaNode, cqs: Mapping[str, ClusterQueueRecord]) -> Hashable:
+    """Every node of a tree with its parent, quotas and flavor order, comparable across rebuilds."""
+    nodes: list[tuple[bool, str, Hashable]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        quotas = tuple(
+            (fr, q.nominal, q.borrowing_limit, q.lending_limit) for fr, q in sorted(node.quotas.items())
+        )
+        groups = cqs[node.name].view.groups if node.is_cluster_queue else ()
+        parent = node.parent.name if node.parent else ""
+        nodes.append((node.is_cluster_queue, node.name, (parent, quotas, groups)))
+        stack.extend(node.children)
+    return tuple(sorted(nodes, key=lambda n: (n[0], n[1])))
 
 
 def _creates_cycle(child: QuotaNode, parent: QuotaNode) -> bool:

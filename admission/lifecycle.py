@@ -160,6 +160,8 @@ class Lifecycle:
                 self.outbox.touch(rec.key)
             return
         rec.requests_generation = -1
+        # Kueue builds a new workload.Info for any update, without the last flavor search's progress.
+        rec.last_assignment, rec.resumes = None, 0
         if wl.spec.priority is not None:
             rec.priority = wl.spec.priority
         self.queues.delete(rec)

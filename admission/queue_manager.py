@@ -77,17 +77,22 @@ class QueueManager:
                 heads.append((key, cq))
         return heads
 
-    def requeue(self, rec: WorkloadRecord, cq_name: str, reason: RequeueReason) -> list[WorkloadKey] | None:
+    def requeue(
+        self, rec: WorkloadRecord, cq_name: str, reason: RequeueReason, resume: bool = False
+    ) -> list[WorkloadKey] | None:
         """Put back a head the cycle did not admit (Kueue's ``RequeueIfNotPresent``).
 
         StrictFIFO puts it straight back at the head unless its namespace no longer
-        matches; BestEffortFIFO does so only after a failure past nomination or
-        while its preemptions complete, and otherwise parks it, with its equivalent
-        workloads, among the inadmissible ones. Returns None when it went back to
-        the head, else the parked members that had no pending reason yet.
+        matches; BestEffortFIFO does so only after a failure past nomination, while
+        its preemptions complete, or when its flavor search has flavors left to try
+        (``resume``, Kueue's ``PendingFlavors``), and otherwise parks it, with its
+        equivalent workloads, among the inadmissible ones. Returns None when it went
+        back to the head, else the parked members that had no pending reason yet.
         """
         queue = self.queues[cq_name]
-        if queue.strict_fifo:
+        if resume:
+            immediate = True
+        elif queue.strict_fifo:
             immediate = reason != RequeueReason.NAMESPACE_MISMATCH
         else:
             immediate = reason in (RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION)

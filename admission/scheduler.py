@@ -34,6 +34,7 @@ from kueuestream.admission.assignment import (
     PodSetRequest,
     assign_flavors,
     no_candidates,
+    pending_flavors,
 )
 from kueuestream.admission.cache import Cache
 from kueuestream.admission.fair_sharing import FairSharing
@@ -58,7 +59,7 @@ from kueuestream.admission.queue_manager import QueueManager, RequeueReason
 from kueuestream.admission.quota import FR
 from kueuestream.admission.selectors import label_selector_matches
 from kueuestream.admission.snapshot import Snapshot
-from kueuestream.admission.state import ClusterQueueRecord, WorkloadRecord
+from kueuestream.admission.state import ClusterQueueRecord, LastAssignment, WorkloadRecord
 from kueuestream.admission.status import QUOTA_RESERVED
 
 MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
@@ -157,9 +158,10 @@ class Scheduler:
         assert pod_sets is not None
         only_declared = self.only_declared
         oracle = self._oracle(rec, cq, snapshot) if cq.view.can_preempt else no_candidates
-        entry, full = self._attempt(rec, cq, pod_sets, snapshot, only_declared, oracle)
+        resume = self._resume_from(rec, cq)
+        entry, full = self._attempt(rec, cq, pod_sets, snapshot, only_declared, oracle, resume)
         if entry is not None:
-            return entry
+            return self._nominated(entry)
         if snapshot.config.gate("PartialAdmission"):
             # Kueue's getInitialAssignments: fewer pods, down to each minCount, as the reducer finds.
             partial = podset_reducer.search(
@@ -172,10 +174,11 @@ class Scheduler:
                     snapshot,
                     only_declared,
                     oracle,
+                    resume,
                 )[0],
             )
             if partial is not None:
-                return partial
+                return self._nominated(partial)
         # No flavor fits, or preemption could make room but nothing can be preempted now.
         reason = self._reason((full.no_fit_reason if full.mode == Mode.NO_FIT else "") or WAITING_FOR_QUOTA)
         if _changes(rec, reason, full.message):
@@ -195,7 +198,31 @@ class Scheduler:
                 cq.obj.spec.preemption,
                 rec.priority,
             )
+        # Kueue keeps the search's progress only for a head that found no flavor or no
+        # candidates; any other outcome clears it.
+        generation = self.cache.generations.get(cq.name, 0)
+        rec.last_assignment = LastAssignment(cq.name, generation, tuple(full.tried))
         return Entry(rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message, reason=reason)
+
+    def _resume_from(self, rec: WorkloadRecord, cq: ClusterQueueRecord) -> tuple[dict[str, int], ...]:
+        """Where the head's flavor search resumes (Kueue's ``getAssignments``, with
+        FlavorFungibilityPreserveScanProgress off as in 0.19): after where its last search
+        stopped, unless quota may have freed in the ClusterQueue since
+        (``lastAssignmentOutdated``)."""
+        last = rec.last_assignment
+        if last is None:
+            return ()
+        if last.cluster_queue != cq.name or self.cache.generations.get(cq.name, 0) > last.generation:
+            rec.last_assignment = None
+            return ()
+        return last.tried
+
+    @staticmethod
+    def _nominated(entry: Entry) -> Entry:
+        # Skipped, preempting or admitted: the next search starts from the first flavor.
+        entry.rec.last_assignment = None
+        entry.rec.resumes = 0
+        return entry
 
     def _attempt(
         self,
@@ -205,9 +232,10 @@ class Scheduler:
         snapshot: Snapshot,
         only_declared: bool,
         oracle: Oracle,
+        resume: Sequence[dict[str, int]],
     ) -> tuple[Entry | None, Assignment]:
         """Flavors for these pod counts, and the entry when they fit or preemption makes room."""
-        assignment = assign_flavors(cq.view, pod_sets, snapshot.flavors, only_declared, oracle)
+        assignment = assign_flavors(cq.view, pod_sets, snapshot.flavors, only_declared, oracle, resume)
         if assignment.mode == Mode.FIT:
             return Entry(rec, cq, EntryKind.FIT, assignment), assignment
         if assignment.mode == Mode.PREEMPT:
@@ -319,12 +347,24 @@ class Scheduler:
     def _requeue(self, entry: Entry) -> bool:
         """Put the head back in its queue (Kueue's ``requeueAndUpdate``); True when parked."""
         assert entry.requeue_reason is not None
-        if not entry.rec.requests_shown:
-            entry.rec.requests_shown = True
-            self.lifecycle.outbox.touch(entry.rec.key)
-        parked = self.queues.requeue(entry.rec, entry.cq.name, entry.requeue_reason)
+        rec = entry.rec
+        if not rec.requests_shown:
+            rec.requests_shown = True
+            self.lifecycle.outbox.touch(rec.key)
+        last = rec.last_assignment
+        resume = last is not None and pending_flavors(last.tried)
+        parked = self.queues.requeue(rec, entry.cq.name, entry.requeue_reason, resume)
         if parked is None:
-            return False
+            if not resume:
+                return False
+            # Kueue's loop pops it again at once to search the flavors left. Its searches
+            # could go on alternating between pod sets; here a run of them ends after as
+            # many cycles as the ClusterQueue has flavors per pod set, and the head waits
+            # for the next event.
+            rec.resumes += 1
+            limit = sum(len(g.flavors) for g in entry.cq.view.groups) * len(rec.pod_sets or ())
+            return rec.resumes <= limit
+        rec.resumes = 0
         # Equivalent workloads wait with it and, if they never had one, take its reason;
         # with the gate on, in the words of Kueue's workload controller for a workload
         # bulk-moved behind an equivalent one (SchedulingEquivalenceHashing).

@@ -39,6 +39,20 @@ class ClusterQueueRecord:
         self.name = self.obj.metadata.name
 
 
+@dataclass(frozen=True, slots=True)
+class LastAssignment:
+    """Where a cycle's flavor search for a Workload stopped (Kueue's ``AssignmentClusterQueueState``).
+
+    The next cycle's search resumes after it, unless the ClusterQueue's
+    allocatable generation has moved on since (see ``Cache.generations``).
+    """
+
+    cluster_queue: str
+    generation: int
+    # Per pod set, each assigned resource's flavor index, or -1 past the last flavor.
+    tried: tuple[dict[str, int], ...]
+
+
 @dataclass(slots=True)
 class WorkloadRecord:
     key: WorkloadKey
@@ -74,6 +88,10 @@ class WorkloadRecord:
     check_rejected: bool = False
     # status.requeueState.requeueAt: not queued before this time (a retried check's backoff).
     requeue_at_ms: int | None = None
+    # Where its last flavor search stopped, while that still counts (Kueue's LastAssignment).
+    last_assignment: LastAssignment | None = None
+    # Cycles in a row that went back to the head to resume the flavor search.
+    resumes: int = 0
     # What the scheduler found for it in the cycle that last changed its status
     # (admission/trace.py); handed to the next decision about it, then dropped.
     trace: dict[str, Any] | None = None
