@@ -149,6 +149,8 @@ class Assignment:
     # ``LastTriedFlavorIdx``). A pod set that found no flavor has an empty entry, and
     # the pod sets after it none.
     tried: list[dict[str, int]] = field(default_factory=list)
+    # Per pod set whose search resumed, the flavor each resumed group's previous search stopped at.
+    resumed_after: dict[str, list[str]] = field(default_factory=dict)
 
 
 def pending_flavors(tried: Sequence[Mapping[str, int]]) -> bool:
@@ -374,6 +376,8 @@ def assign_flavors(
             said: list[str] = []
             # Every resource of a group was charged to the same flavor, so any one tells where it stopped.
             start = left_off.get(min(requests), -1) + 1
+            if 0 < start <= len(view.groups[index].flavors):
+                result.resumed_after.setdefault(ps.name, []).append(view.groups[index].flavors[start - 1])
             choice = _assign_group(
                 view, view.groups[index], requests, ps.spec, flavors, result.usage, said, oracle, start
             )

@@ -341,14 +341,18 @@ def _quota_needs(
 
 
 def admitted(cycle: int, cluster_queue: str, assignment: Assignment) -> Trace:
-    """A head the cycle admitted: its flavors and how high in the Cohort tree it borrows."""
-    return {
+    """A head the cycle admitted: its flavors, how high in the Cohort tree it borrows, and
+    the flavors after which its pod sets' searches resumed."""
+    out: Trace = {
         "cycle": cycle,
         "outcome": "QuotaReserved",
         "clusterQueue": cluster_queue,
         "podSets": [_assigned(psa) for psa in assignment.pod_sets],
         "borrowing": assignment.borrowing,
     }
+    if assignment.resumed_after:
+        out["resumedAfter"] = {name: list(after) for name, after in sorted(assignment.resumed_after.items())}
+    return out
 
 
 def preempting(cycle: int, cluster_queue: str, reason: str, targets: Sequence[Target]) -> Trace:

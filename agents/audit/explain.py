@@ -271,6 +271,8 @@ def _decision_entry(decision: DecisionRecord) -> dict[str, Any]:
             for ps in admission.get("podSetAssignments", [])
         ]
         entry["borrowing"] = int(trace.get("borrowing", 0))
+        if trace.get("resumedAfter"):
+            entry["resumedAfter"] = trace["resumedAfter"]
     if trace.get("victims"):
         entry["victims"] = trace["victims"]
     if "cycle" in trace:

@@ -73,6 +73,12 @@ def write_text(answer: dict[str, Any], out: TextIO) -> None:
         for ps in entry.get("podSets", []):
             flavors = ", ".join(f"{r}: {f}" for r, f in ps["flavors"].items())
             print(f"      pod set {ps['name']}: {flavors}", file=out)
+        for name, after in entry.get("resumedAfter", {}).items():
+            print(
+                f"      pod set {name}: flavor search resumed after {', '.join(after)}, "
+                "where the previous cycle's stopped",
+                file=out,
+            )
         if entry.get("borrowing"):
             print(f"      borrowing at height {entry['borrowing']} of the cohort tree", file=out)
         for short in entry.get("short", []):

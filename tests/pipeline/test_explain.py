@@ -21,6 +21,7 @@ import yaml
 
 from kueuestream.agents.audit.explain import DamagedLog, UnknownWorkload, explain_json
 from kueuestream.agents.audit.replay import replay
+from kueuestream.agents.cli.main import main
 from kueuestream.agents.embedded.runtime import run_source
 from tests.helpers import cluster_queue, flavor, workload
 
@@ -399,3 +400,46 @@ def test_a_workload_behind_a_strict_fifo_head_was_never_tried(sc: Scenario) -> N
         "finishing": [],
         "note": "the scheduler has not tried it yet",
     }
+
+
+TWO_POD_SETS = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: w, namespace: default, creationTimestamp: "2024-01-01T00:00:00Z"}
+spec:
+  queueName: q-lq
+  podSets:
+  - name: a
+    count: 1
+    template:
+      spec:
+        containers: [{name: c, resources: {requests: {cpu: "2"}}}]
+  - name: b
+    count: 1
+    template:
+      spec:
+        nodeSelector: {pool: one}
+        containers: [{name: c, resources: {requests: {cpu: "3"}}}]
+---"""
+
+
+def test_an_admission_after_a_resumed_flavor_search_says_where_it_resumed(
+    sc: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kueue's LastAssignment: cycle 1 puts pod set a on f1, where b (f1's nodes only) then
+    no longer fits; cycle 2 searches a from f2 on (NextFlavorToTryForPodSetResource), and
+    the admission says so."""
+    sc.step(
+        q=flavor("f1", "{pool: one}")
+        + flavor("f2", "{pool: two}")
+        + cluster_queue("q", "f1: [{name: cpu, nominalQuota: 4}]\nf2: [{name: cpu, nominalQuota: 4}]"),
+        w=TWO_POD_SETS,
+    )
+    answer = sc.explain("w")
+    admitted = answer["timeline"][-1]
+    assert admitted["event"] == "Admitted"
+    assert [ps["flavors"] for ps in admitted["podSets"]] == [{"cpu": "f2"}, {"cpu": "f1"}]
+    assert admitted["resumedAfter"] == {"a": ["f1"]}
+    assert main(["explain", "default/w", str(sc.log)]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert "      pod set a: flavor search resumed after f1, where the previous cycle's stopped" in text
