@@ -56,6 +56,8 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
         return
     rec.requests_generation = cache.requests_generation
     rec.requests_problem = ""
+    # A flavor search recorded for other requests says nothing about these.
+    rec.last_assignment = None
     config = cache.config
     prefixes = config.resources.exclude_resource_prefixes
     # With only the declared resources counted, no prefix is excluded.
