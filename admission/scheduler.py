@@ -213,7 +213,7 @@ class Scheduler:
         if last is None:
             return ()
         if last.cluster_queue != cq.name or self.cache.generations.get(cq.name, 0) > last.generation:
-            rec.last_assignment = None
+            rec.last_assignment, rec.resumes = None, 0
             return ()
         return last.tried
 
@@ -359,8 +359,8 @@ class Scheduler:
                 return False
             # Kueue's loop pops it again at once to search the flavors left. Its searches
             # could go on alternating between pod sets; here a run of them ends after as
-            # many cycles as the ClusterQueue has flavors per pod set, and the head waits
-            # for the next event.
+            # many cycles as the ClusterQueue's flavors (over its resource groups) times
+            # the Workload's pod sets, and the head waits for the next event.
             rec.resumes += 1
             limit = sum(len(g.flavors) for g in entry.cq.view.groups) * len(rec.pod_sets or ())
             return rec.resumes <= limit

@@ -30,6 +30,7 @@ import pytest
 from tests.helpers import (
     Manifest,
     Run,
+    admitted_workload,
     cluster_queue_manifest,
     cohort_manifest,
     flavor_manifest,
@@ -202,8 +203,8 @@ def test_pod_sets_whose_searches_take_turns_do_not_keep_the_engine_cycling() -> 
     """Three pod sets where ``c`` never fits: ``a`` and ``b`` take turns stopping before the
     last flavor (a on f1 leaves b only f2; b then starts at f1 when a moves to f2), so
     PendingFlavors never clears and Kueue's loop would pop the head forever. The engine
-    resumes as many cycles in a row as the ClusterQueue has flavors per pod set, then the
-    Workload waits, pending, for the next event."""
+    resumes as many cycles in a row as the ClusterQueue's flavors times the Workload's pod
+    sets, then the Workload waits, pending, for the next event."""
     wl = two_pod_sets("w", 2, 3)
     c = {
         "name": "c",
@@ -220,6 +221,27 @@ def test_pod_sets_whose_searches_take_turns_do_not_keep_the_engine_cycling() -> 
     r.tick()
     r.load_manifests([flavor_manifest("f9")])
     assert r.engine.cycles == 8
+
+
+def test_freed_quota_starts_a_fresh_run_of_resumed_searches() -> None:
+    """The same turn-taking pod sets beside a Workload holding 1 cpu of f2. Once it finishes,
+    the ClusterQueue's generation moves on (deleteWorkload), the recorded progress is
+    stale (lastAssignmentOutdated), and the head gets a whole new run of resumed cycles."""
+    wl = two_pod_sets("w", 2, 3)
+    c = {
+        "name": "c",
+        "count": 1,
+        "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "10"}}}]}},
+    }
+    wl["spec"]["podSets"].append(c)
+    holder = admitted_workload("holder", "q", {"cpu": ("f2", 1)})
+    r = run_manifests([*flavors(), *queue([4, 4]), holder, wl])
+    assert r.engine.cycles == 7
+    r.tick()
+    r.finish("default", "holder")
+    assert r.admitted() == []
+    # A whole new run, then one more cycle when the freed tree's workloads are requeued a second later.
+    assert r.engine.cycles == 7 + 7 + 1
 
 
 def test_a_clusterqueue_generation_moves_on_when_quota_may_have_freed_there() -> None:
