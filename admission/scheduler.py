@@ -299,6 +299,12 @@ class Scheduler:
         rec, cq, lifecycle = entry.rec, entry.cq, self.lifecycle
         if entry.kind == EntryKind.NOT_NOMINATED:
             rec.sticky = False
+            waiting = entry.assignment
+            if waiting is not None and waiting.mode == Mode.PREEMPT and not _can_always_reclaim(cq):
+                # Kueue's reserveCapacityForUnreclaimablePreempt: what it would preempt for
+                # stays out of reach of the heads after it this cycle, since its ClusterQueue
+                # might not get lent quota back.
+                snapshot.reserve(cq.node, _unreclaimable(cq, waiting))
             lifecycle.set_pending(rec, entry.reason, entry.message)
             return False
         assignment = entry.assignment
@@ -376,6 +382,31 @@ class Scheduler:
                 other.trace = trace.equivalent(self.cycles, entry.reason, entry.rec.key)
                 self.lifecycle.set_pending(other, entry.reason, message)
         return True
+
+
+def _can_always_reclaim(cq: ClusterQueueRecord) -> bool:
+    """Whether the ClusterQueue can always take back what it lends (Kueue's ``CanAlwaysReclaim``)."""
+    return cq.obj.spec.preemption.reclaim_within_cohort == "Any"
+
+
+def _unreclaimable(cq: ClusterQueueRecord, assignment: Assignment) -> dict[FR, int]:
+    """What a head waiting for preemption without candidates holds (Kueue's
+    ``quotaResourcesToReserve``): its usage, capped at what is left of the ClusterQueue's
+    nominal quota, or, when it borrows, of nominal quota plus borrowing limit."""
+    node = cq.node
+    held: dict[FR, int] = {}
+    for fr, amount in sorted(assignment.usage.items()):
+        quota = node.quotas.get(fr)
+        nominal = quota.nominal if quota else 0
+        used = node.usage.get(fr, 0)
+        if assignment.borrowing > 0:
+            limit = quota.borrowing_limit if quota else 0
+            hold = amount if limit is None else min(amount, nominal + limit - used)
+        else:
+            hold = min(amount, nominal - used)
+        if hold > 0:
+            held[fr] = hold
+    return held
 
 
 def _changes(rec: WorkloadRecord, reason: str, message: str) -> bool:
