@@ -159,9 +159,9 @@ class Lifecycle:
                 self._check_outcome(rec)
                 self.outbox.touch(rec.key)
             return
+        # Counted again when placed, which also drops the last flavor search's progress,
+        # as Kueue builds a new workload.Info for any update.
         rec.requests_generation = -1
-        # Kueue builds a new workload.Info for any update, without the last flavor search's progress.
-        rec.last_assignment, rec.resumes = None, 0
         if wl.spec.priority is not None:
             rec.priority = wl.spec.priority
         self.queues.delete(rec)

@@ -158,7 +158,8 @@ class Scheduler:
         assert pod_sets is not None
         only_declared = self.only_declared
         oracle = self._oracle(rec, cq, snapshot) if cq.view.can_preempt else no_candidates
-        resume = self._resume_from(rec, cq)
+        last = self._still_current(rec, cq)
+        resume = last.tried if last is not None else ()
         entry, full = self._attempt(rec, cq, pod_sets, snapshot, only_declared, oracle, resume)
         if entry is not None:
             return self._nominated(entry)
@@ -201,27 +202,25 @@ class Scheduler:
         # Kueue keeps the search's progress only for a head that found no flavor or no
         # candidates; any other outcome clears it.
         generation = self.cache.generations.get(cq.name, 0)
-        rec.last_assignment = LastAssignment(cq.name, generation, tuple(full.tried))
+        run = last.run + 1 if last is not None and pending_flavors(last.tried) else 0
+        rec.last_assignment = LastAssignment(cq.name, generation, tuple(full.tried), run)
         return Entry(rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message, reason=reason)
 
-    def _resume_from(self, rec: WorkloadRecord, cq: ClusterQueueRecord) -> tuple[dict[str, int], ...]:
-        """Where the head's flavor search resumes (Kueue's ``getAssignments``, with
-        FlavorFungibilityPreserveScanProgress off as in 0.19): after where its last search
-        stopped, unless quota may have freed in the ClusterQueue since
-        (``lastAssignmentOutdated``)."""
+    def _still_current(self, rec: WorkloadRecord, cq: ClusterQueueRecord) -> LastAssignment | None:
+        """Where the head's last flavor search stopped, which this one resumes after (Kueue's
+        ``getAssignments``, with FlavorFungibilityPreserveScanProgress off as in 0.19),
+        unless quota may have freed in the ClusterQueue since (``lastAssignmentOutdated``)."""
         last = rec.last_assignment
-        if last is None:
-            return ()
-        if last.cluster_queue != cq.name or self.cache.generations.get(cq.name, 0) > last.generation:
-            rec.last_assignment, rec.resumes = None, 0
-            return ()
-        return last.tried
+        if last is not None and (
+            last.cluster_queue != cq.name or self.cache.generations.get(cq.name, 0) > last.generation
+        ):
+            rec.last_assignment = last = None
+        return last
 
     @staticmethod
     def _nominated(entry: Entry) -> Entry:
         # Skipped, preempting or admitted: the next search starts from the first flavor.
         entry.rec.last_assignment = None
-        entry.rec.resumes = 0
         return entry
 
     def _attempt(
@@ -361,16 +360,14 @@ class Scheduler:
         resume = last is not None and pending_flavors(last.tried)
         parked = self.queues.requeue(rec, entry.cq.name, entry.requeue_reason, resume)
         if parked is None:
-            if not resume:
+            if last is None or not resume:
                 return False
             # Kueue's loop pops it again at once to search the flavors left. Its searches
             # could go on alternating between pod sets; here a run of them ends after as
             # many cycles as the ClusterQueue's flavors (over its resource groups) times
             # the Workload's pod sets, and the head waits for the next event.
-            rec.resumes += 1
             limit = sum(len(g.flavors) for g in entry.cq.view.groups) * len(rec.pod_sets or ())
-            return rec.resumes <= limit
-        rec.resumes = 0
+            return last.run < limit
         # Equivalent workloads wait with it and, if they never had one, take its reason;
         # with the gate on, in the words of Kueue's workload controller for a workload
         # bulk-moved behind an equivalent one (SchedulingEquivalenceHashing).

@@ -51,6 +51,8 @@ class LastAssignment:
     generation: int
     # Per pod set, each assigned resource's flavor index, or -1 past the last flavor.
     tried: tuple[dict[str, int], ...]
+    # How many searches in a row before this one resumed from a progress with flavors left.
+    run: int = 0
 
 
 @dataclass(slots=True)
@@ -90,8 +92,6 @@ class WorkloadRecord:
     requeue_at_ms: int | None = None
     # Where its last flavor search stopped, while that still counts (Kueue's LastAssignment).
     last_assignment: LastAssignment | None = None
-    # Cycles in a row that went back to the head to resume the flavor search.
-    resumes: int = 0
     # What the scheduler found for it in the cycle that last changed its status
     # (admission/trace.py); handed to the next decision about it, then dropped.
     trace: dict[str, Any] | None = None

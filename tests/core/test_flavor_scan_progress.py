@@ -92,6 +92,19 @@ def two_pod_sets(
     return wl
 
 
+def turn_taking() -> Manifest:
+    """``w``: pod sets ``a`` (2 cpus) and ``b`` (3 cpus), which take turns stopping before the last
+    of two 4-cpu flavors, and ``c`` (10 cpus), which never fits."""
+    wl = two_pod_sets("w", 2, 3)
+    c = {
+        "name": "c",
+        "count": 1,
+        "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "10"}}}]}},
+    }
+    wl["spec"]["podSets"].append(c)
+    return wl
+
+
 def assigned(r: Run, name: str) -> dict[str, tuple[int, str]]:
     """Pod set -> (count, cpu flavor) of the Workload's admission."""
     return {
@@ -205,14 +218,7 @@ def test_pod_sets_whose_searches_take_turns_do_not_keep_the_engine_cycling() -> 
     PendingFlavors never clears and Kueue's loop would pop the head forever. The engine
     resumes as many cycles in a row as the ClusterQueue's flavors times the Workload's pod
     sets, then the Workload waits, pending, for the next event."""
-    wl = two_pod_sets("w", 2, 3)
-    c = {
-        "name": "c",
-        "count": 1,
-        "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "10"}}}]}},
-    }
-    wl["spec"]["podSets"].append(c)
-    r = run_manifests([*flavors(), *queue([4, 4]), wl])
+    r = run_manifests([*flavors(), *queue([4, 4]), turn_taking()])
     assert r.admitted() == []
     assert "couldn't assign flavors to pod set c" in r.pending_message("w")
     # 2 flavors x 3 pod sets cycles that go on to resume, and the one that does not.
@@ -227,15 +233,8 @@ def test_freed_quota_starts_a_fresh_run_of_resumed_searches() -> None:
     """The same turn-taking pod sets beside a Workload holding 1 cpu of f2. Once it finishes,
     the ClusterQueue's generation moves on (deleteWorkload), the recorded progress is
     stale (lastAssignmentOutdated), and the head gets a whole new run of resumed cycles."""
-    wl = two_pod_sets("w", 2, 3)
-    c = {
-        "name": "c",
-        "count": 1,
-        "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "10"}}}]}},
-    }
-    wl["spec"]["podSets"].append(c)
     holder = admitted_workload("holder", "q", {"cpu": ("f2", 1)})
-    r = run_manifests([*flavors(), *queue([4, 4]), holder, wl])
+    r = run_manifests([*flavors(), *queue([4, 4]), holder, turn_taking()])
     assert r.engine.cycles == 7
     r.tick()
     r.finish("default", "holder")
