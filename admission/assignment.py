@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import lru_cache
 
 from kueuestream.admission.api.core import PodSpec
 from kueuestream.admission.api.kueue import ResourceFlavor
@@ -244,6 +245,19 @@ class _Choice:
     tried: int = -1
 
 
+@lru_cache(maxsize=1024)
+def request_order(resource: str) -> tuple[int, str]:
+    """Where ``resource`` comes among a pod set's requests in Kueue's ``SliceRequests``.
+
+    With ``VectorizedResourceRequests`` (beta, on by default since 0.19) requests
+    are kept sorted by the 64-bit FNV-1a hash of the resource name, then by name.
+    """
+    digest = 0xCBF29CE484222325
+    for byte in resource.encode():
+        digest = ((digest ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return digest, resource
+
+
 def _assign_group(
     view: QueueView,
     group: GroupView,
@@ -346,32 +360,43 @@ def assign_flavors(
     for ps in pod_sets:
         by_group: dict[int, dict[str, int]] = {}
         asked = ps.requests if pods_group is None else {**ps.requests, PODS: ps.count}
-        for resource in sorted(asked):
+        # Kueue walks a pod set's requests in its SliceRequests order, searching a
+        # group's flavors when it reaches the group's first resource and stopping at
+        # the first resource no group covers: that order decides which failure is told.
+        steps: list[int | str] = []
+        for resource in sorted(asked, key=request_order):
             amount = asked[resource]
-            if amount == 0:
-                continue
-            index = group_index.get(resource)
-            if index is None:
+            covering = group_index.get(resource)
+            if covering is not None:
+                # A group is searched for all it covers (filterRequestedResources), zero requests included.
+                if covering not in by_group:
+                    steps.append(covering)
+                by_group.setdefault(covering, {})[resource] = amount
+            # A request of zero for a resource the queue does not cover asks for nothing (#8079).
+            elif amount != 0:
                 if only_declared:
                     skipped.add(resource)
-                    continue
-                result.mode = Mode.NO_FIT
-                messages.append(
-                    f"couldn't assign flavors to pod set {ps.name}: "
-                    f"resource {resource} unavailable in ClusterQueue"
-                )
-                result.message = "; ".join(messages)
-                result.no_fit_reason = NO_MATCHING_FLAVOR
-                result.tried.append({})
-                return result
-            by_group.setdefault(index, {})[resource] = amount
+                elif not any(isinstance(step, str) for step in steps):
+                    steps.append(resource)
         psa = PodSetAssignment(name=ps.name, count=ps.count)
         reasons: list[str] = []
         # Every group must fit, so the pod set's reason is the most severe of theirs.
         group_reasons: list[str] = []
         left_off = resume[len(result.tried)] if len(result.tried) < len(resume) else {}
         tried: dict[str, int] = {}
-        for index in sorted(by_group):
+        for step in steps:
+            if isinstance(step, str):
+                result.mode = Mode.NO_FIT
+                messages.append(
+                    f"couldn't assign flavors to pod set {ps.name}: "
+                    f"resource {step} unavailable in ClusterQueue"
+                )
+                result.message = "; ".join(messages)
+                # The reason comes from the flavors the groups before it tried (resolveNoFitReason).
+                result.no_fit_reason = most_severe(r for r in group_reasons if r) or NO_MATCHING_FLAVOR
+                result.tried.append({})
+                return result
+            index = step
             requests = by_group[index]
             said: list[str] = []
             # Every resource of a group was charged to the same flavor, so any one tells where it stopped.
@@ -381,19 +406,20 @@ def assign_flavors(
             choice = _assign_group(
                 view, view.groups[index], requests, ps.spec, flavors, result.usage, said, oracle, start
             )
-            if choice.mode.preemption is not _FIT:
-                # A group that found a flavor that fits says nothing, as in Kueue.
-                reasons += said
             group_reasons.append(choice.no_fit_reason)
             if choice.mode.preemption == Granular.NO_FIT:
                 result.mode = Mode.NO_FIT
-                messages.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(reasons))}")
+                # The failing group's status replaces what the groups before it said (assignFlavors).
+                messages.append(f"couldn't assign flavors to pod set {ps.name}: {', '.join(sorted(said))}")
                 result.message = "; ".join(messages)
                 result.no_fit_reason = most_severe(r for r in group_reasons if r) or NO_MATCHING_FLAVOR
                 # The groups that found a flavor count for nothing once one did not (Kueue's
                 # assignFlavors drops the pod set's flavors).
                 result.tried.append({})
                 return result
+            if choice.mode.preemption is not _FIT:
+                # A group that found a flavor that fits says nothing, as in Kueue.
+                reasons += said
             # The worst resource decides, even where the preference ranked the flavor by borrowing.
             result.mode = min(result.mode, *choice.modes.values())
             result.borrowing = max(result.borrowing, choice.borrowing)

@@ -376,12 +376,30 @@ class Lifecycle:
         return PENDING
 
     def set_pending(self, rec: WorkloadRecord, reason: str, message: str) -> None:
-        """QuotaReserved False with why (Kueue's ``UnsetQuotaReservationWithCondition``)."""
+        """QuotaReserved False with why (Kueue's ``UnsetQuotaReservationWithCondition``).
+
+        With ``UnadmittedWorkloadsObservability`` that also writes
+        ``Admitted=False/NoReservation`` (its ``SyncAdmittedCondition``: once
+        QuotaReserved is set, Admitted is set beside it), so a pending Workload
+        carries both conditions; without the gate Admitted is left absent.
+        """
         before = rec.conditions.get(QUOTA_RESERVED)
-        if before and before.status == "False" and (before.reason, before.message) == (reason, message):
-            return
-        rec.conditions.set(QUOTA_RESERVED, False, reason, message, self.now_ms)
-        self._mark(rec, Action.PENDING)
+        changed = not (
+            before and before.status == "False" and (before.reason, before.message) == (reason, message)
+        )
+        if changed:
+            rec.conditions.set(QUOTA_RESERVED, False, reason, message, self.now_ms)
+        if self._granular():
+            admitted = rec.conditions.get(ADMITTED)
+            if admitted is None or (admitted.status, admitted.reason, admitted.message) != (
+                "False",
+                REASON_NO_RESERVATION,
+                MSG_NO_RESERVATION,
+            ):
+                rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
+                changed = True
+        if changed:
+            self._mark(rec, Action.PENDING)
 
     # -------------------------------------------------------------- admission
 

@@ -198,11 +198,12 @@ def test_admit_prints_kueues_workload_columns(tmp_path: Path, capsys: pytest.Cap
     rows = {line.split()[1]: line for line in lines[1:]}
     job_workload = workload_name("Job", "sample", "0b6f1a52-2b4e-4d6a-9d0c-2f3f6f1b1c11")
     assert rows[job_workload].split()[:5] == ["team", job_workload, "lq", "cq", "True"]
-    # Pending: nothing reserved, no Admitted condition, so both cells are blank.
-    assert rows["big"].split()[:3] == ["team", "big", "lq"]
-    assert len(rows["big"].split()) == 4
+    # Pending: nothing reserved, so RESERVED IN is blank; Admitted is False (NoReservation).
+    assert rows["big"].split()[:4] == ["team", "big", "lq", "False"]
+    assert len(rows["big"].split()) == 5
     header = lines[0]
-    assert rows["big"][header.index("RESERVED IN") : header.index("AGE")].strip() == ""
+    assert rows["big"][header.index("RESERVED IN") : header.index("ADMITTED")].strip() == ""
+    assert rows["big"][header.index("ADMITTED") : header.index("FINISHED")].strip() == "False"
 
 
 def _get(capsys: pytest.CaptureFixture[str], path: Path, *args: str) -> str:

@@ -95,9 +95,14 @@ def test_a_workload_created_inactive_is_evicted_as_deactivated(config: Configura
     r = loaded([*queue(), wl("a", active=False)], config)
     assert r.admitted() == []
     quota_reason = "Deactivated" if config is None else "Inadmissible"
+    # With the gate, UnsetQuotaReservationWithCondition's SyncAdmittedCondition adds Admitted beside it.
+    unreserved = (
+        [("Admitted", "False", "NoReservation", "The workload has no reservation")] if config is None else []
+    )
     assert conditions(r, "a") == [
         ("Evicted", "True", "Deactivated", MSG),
         ("QuotaReserved", "False", quota_reason, MSG),
+        *unreserved,
     ]
     assert "admission" not in r.status("a")
 
@@ -112,6 +117,7 @@ def test_a_pending_workload_deactivated_is_evicted_after_its_pending_reason() ->
     upsert(r, inactive(wl("a", cpu="1", created=rfc3339(T0 + 1000))))
     assert conditions(r, "a") == [
         ("QuotaReserved", "False", "Deactivated", MSG),
+        ("Admitted", "False", "NoReservation", "The workload has no reservation"),
         ("Evicted", "True", "Deactivated", MSG),
     ]
     evicted = r.condition("a", "Evicted")

@@ -160,47 +160,85 @@ def test_every_resource_of_a_flavor_is_named_and_the_worst_gives_its_reason() ->
     )
 
 
-def test_a_flavor_ruled_out_in_a_group_that_fits_still_counts() -> None:
-    """``resolveNoFitReason`` takes the most severe reason across a pod set's resource
-    groups and counts every flavor attempt that did not fit, also in a group that found
-    another flavor: cpu fits on ``plain`` after ``gpu`` was ruled out (NoMatchingFlavor),
-    memory is too small (ExceedsMaxQuota), and Kueue writes NoMatchingFlavor."""
-    text = (
+def _two_group_queue(first_group: str, second_group: str) -> str:
+    """Flavors gpu (for pods labelled kind: gpu), plain and small; a queue with two resource groups."""
+    return (
         flavor("gpu", "{kind: gpu}")
         + flavor("plain")
-        + flavor("mem")
-        + """
+        + flavor("small")
+        + f"""
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
-metadata: {name: q}
+metadata: {{name: q}}
 spec:
-  namespaceSelector: {}
+  namespaceSelector: {{}}
   resourceGroups:
-  - coveredResources: [cpu]
+{first_group}
+{second_group}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: q-lq, namespace: default}}
+spec: {{clusterQueue: q}}
+---"""
+    )
+
+
+GPU_THEN_PLAIN_MEMORY = """  - coveredResources: [memory]
+    flavors:
+    - name: gpu
+      resources: [{name: memory, nominalQuota: 4Gi}]
+    - name: plain
+      resources: [{name: memory, nominalQuota: 4Gi}]"""
+SMALL_CPU = """  - coveredResources: [cpu]
+    flavors:
+    - name: small
+      resources: [{name: cpu, nominalQuota: 1}]"""
+GPU_THEN_PLAIN_CPU = """  - coveredResources: [cpu]
     flavors:
     - name: gpu
       resources: [{name: cpu, nominalQuota: 4}]
     - name: plain
-      resources: [{name: cpu, nominalQuota: 4}]
-  - coveredResources: [memory]
+      resources: [{name: cpu, nominalQuota: 4}]"""
+SMALL_MEMORY = """  - coveredResources: [memory]
     flavors:
-    - name: mem
-      resources: [{name: memory, nominalQuota: 1Gi}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q-lq, namespace: default}
-spec: {clusterQueue: q}
----"""
-        + workload(
-            "w", "q", extra_requests=', memory: "2Gi"', pod_extra="        nodeSelector: {kind: cpu}\n"
-        )
+    - name: small
+      resources: [{name: memory, nominalQuota: 1Gi}]"""
+ON_CPU_NODES = "        nodeSelector: {kind: cpu}\n"
+
+
+@pytest.mark.parametrize("groups", [(GPU_THEN_PLAIN_MEMORY, SMALL_CPU), (SMALL_CPU, GPU_THEN_PLAIN_MEMORY)])
+def test_a_flavor_ruled_out_in_a_group_that_fits_still_counts(groups: tuple[str, str]) -> None:
+    """``resolveNoFitReason`` takes the most severe reason across a pod set's resource
+    groups and counts every flavor attempt that did not fit, also in a group that found
+    another flavor: memory fits on ``plain`` after ``gpu`` was ruled out (NoMatchingFlavor),
+    cpu is too small (ExceedsMaxQuota), and Kueue writes NoMatchingFlavor. ``assignFlavors``
+    searches memory's group first whatever the groups' order in the queue, since it walks the
+    requests in ``SliceRequests`` order (FNV-1a hash of the name: memory before cpu)."""
+    text = _two_group_queue(*groups) + workload(
+        "w", "q", cpu="2", extra_requests=', memory: "2Gi"', pod_extra=ON_CPU_NODES
     )
     r = run(text)
     # The message, though, is only the failing group's: a search that fit says nothing.
     assert reserved(r, "w") == (
         "NoMatchingFlavor",
-        "couldn't assign flavors to pod set main: insufficient quota for memory in flavor mem, "
+        "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor small, "
+        "previously considered podsets requests (0) + current podset request (2) > maximum capacity (1)",
+    )
+
+
+@pytest.mark.parametrize("groups", [(GPU_THEN_PLAIN_CPU, SMALL_MEMORY), (SMALL_MEMORY, GPU_THEN_PLAIN_CPU)])
+def test_a_group_searched_after_the_failing_one_is_not_searched_at_all(groups: tuple[str, str]) -> None:
+    """``assignFlavors`` stops at the first group that finds no flavor, in request order
+    (memory before cpu): the cpu group, whose ruled-out ``gpu`` flavor would have made the
+    reason NoMatchingFlavor, is never searched, so the reason is memory's ExceedsMaxQuota."""
+    text = _two_group_queue(*groups) + workload(
+        "w", "q", cpu="2", extra_requests=', memory: "2Gi"', pod_extra=ON_CPU_NODES
+    )
+    r = run(text)
+    assert reserved(r, "w") == (
+        "ExceedsMaxQuota",
+        "couldn't assign flavors to pod set main: insufficient quota for memory in flavor small, "
         "previously considered podsets requests (0) + current podset request (2Gi) > maximum capacity (1Gi)",
     )
 

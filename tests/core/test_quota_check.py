@@ -26,7 +26,11 @@ from tests.core.quota_check_examples import (
 )
 from tests.helpers import configuration_manifest, flavor, run, run_manifests, workload
 
-CPU_UNAVAILABLE = "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"
+# The Workload asks for cpu and memory, neither covered: assignFlavors stops at the first in
+# SliceRequests order (FNV-1a hash of the name), which is memory.
+UNDECLARED_UNAVAILABLE = (
+    "couldn't assign flavors to pod set main: resource memory unavailable in ClusterQueue"
+)
 
 
 def cluster_queue_of(folder: Path) -> dict[str, Any]:
@@ -99,7 +103,7 @@ def test_all_keeps_the_workload_pending_naming_an_undeclared_resource() -> None:
     r = run_manifests(manifests(ALL))
     assert r.admitted() == []
     message = r.pending_message(WORKLOAD)
-    assert message == CPU_UNAVAILABLE
+    assert message == UNDECLARED_UNAVAILABLE
     covered = cluster_queue_of(ALL)["spec"]["resourceGroups"][0]["coveredResources"]
     assert "cpu" not in covered
     cond = r.condition(WORKLOAD, "QuotaReserved")
@@ -148,14 +152,14 @@ def test_upstream_spellings_behave_the_same(resources: dict[str, Any], admitted:
     if admitted:
         assert r.admitted() == [WORKLOAD]
     else:
-        assert r.pending_message(WORKLOAD) == CPU_UNAVAILABLE
+        assert r.pending_message(WORKLOAD) == UNDECLARED_UNAVAILABLE
 
 
 @pytest.mark.parametrize("gate", ["QuotaCheck", "QuotaCheckStrategy"])
 def test_feature_gate_off_means_all(gate: str) -> None:
     r = run_manifests(with_config(ONLY_DECLARED, {"quotaCheck": "OnlyDeclared"}, {gate: False}))
     assert r.admitted() == []
-    assert r.pending_message(WORKLOAD) == CPU_UNAVAILABLE
+    assert r.pending_message(WORKLOAD) == UNDECLARED_UNAVAILABLE
 
 
 def test_feature_gate_on_explicitly() -> None:
@@ -185,7 +189,7 @@ def test_exclude_prefixes_under_all_do_not_warn() -> None:
     assert isinstance(cfg, Configuration)
     assert config_warnings(cfg) == []
     # the injected resource is excluded, but cpu still has no quota
-    assert run_manifests(docs).pending_message(WORKLOAD) == CPU_UNAVAILABLE
+    assert run_manifests(docs).pending_message(WORKLOAD) == UNDECLARED_UNAVAILABLE
 
 
 # ------------------------------------- all resources declared: normal quota checks
@@ -329,7 +333,7 @@ def test_only_declared_with_nothing_declared_requested_is_admitted_with_no_usage
 def test_switching_the_configuration_reevaluates_pending_workloads() -> None:
     docs = manifests(ALL)
     r = run_manifests(docs)
-    assert r.pending_message(WORKLOAD) == CPU_UNAVAILABLE
+    assert r.pending_message(WORKLOAD) == UNDECLARED_UNAVAILABLE
     r.tick()
     r.load_manifests([configuration_manifest(resources={"quotaCheck": "OnlyDeclared"})])
     assert r.admitted() == [WORKLOAD]

@@ -1,0 +1,193 @@
+"""Random admission scenarios for the side-by-side check with upstream Kueue's scheduler.
+
+Each scenario is a small cluster (flavors, a cohort tree, ClusterQueues with
+borrowing and lending limits, namespaces and LocalQueues) and a backlog of
+Workloads, all present from the start, nothing preempting and nothing
+finishing: the outcome is what the scheduling cycles reach at quiescence,
+which upstream's controllers cannot change afterwards. Every field the API
+server would default is written out, since upstream's side of the check
+applies no defaulting.
+
+What varies: flavor order and fungibility (``whenCanBorrow`` /
+``whenCanPreempt``), one or two resource groups, nominal quotas (zero
+included), borrowing and lending limits, cohorts with their own quotas and
+parents, namespace selectors, queueing strategy, priorities, creation times,
+several pod sets, partial admission (``minCount``), Workloads that can never
+fit, and Workloads whose LocalQueue or ClusterQueue is missing.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+API = "kueue.x-k8s.io/v1beta2"
+T0 = 1_700_000_000
+FUNGIBILITY = ("MayStopSearch", "TryNextFlavor")
+RESOURCES = ("cpu", "memory", "example.com/gpu")
+
+
+def _quantity(resource: str, amount: int) -> str:
+    return f"{amount}Gi" if resource == "memory" else str(amount)
+
+
+def _rfc3339(seconds: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _groups(
+    rng: random.Random, flavors: list[str], covered: list[str], *, nominal_max: int, limits: bool
+) -> list[dict[str, Any]]:
+    """Resource groups over ``covered``: one group, or two with disjoint resources and flavors."""
+    if len(covered) >= 2 and len(flavors) >= 2 and rng.random() < 0.25:
+        split = rng.randint(1, len(covered) - 1)
+        fsplit = rng.randint(1, len(flavors) - 1)
+        parts = [(covered[:split], flavors[:fsplit]), (covered[split:], flavors[fsplit:])]
+    else:
+        parts = [(covered, flavors)]
+    groups = []
+    for resources, group_flavors in parts:
+        chosen = rng.sample(group_flavors, rng.randint(1, len(group_flavors)))
+        groups.append(
+            {
+                "coveredResources": list(resources),
+                "flavors": [
+                    {"name": flavor, "resources": [_quota(rng, r, nominal_max, limits) for r in resources]}
+                    for flavor in chosen
+                ],
+            }
+        )
+    return groups
+
+
+def _quota(rng: random.Random, resource: str, nominal_max: int, limits: bool) -> dict[str, Any]:
+    """A quota; borrowing and lending limits only with a cohort (or parent) to borrow from and lend to."""
+    nominal = rng.randint(0, nominal_max)
+    quota: dict[str, Any] = {"name": resource, "nominalQuota": _quantity(resource, nominal)}
+    if limits and rng.random() < 0.3:
+        quota["borrowingLimit"] = _quantity(resource, rng.randint(0, nominal_max))
+    if limits and rng.random() < 0.25:
+        quota["lendingLimit"] = _quantity(resource, rng.randint(0, nominal))
+    return quota
+
+
+def scenario(seed: int) -> list[dict[str, Any]]:
+    """The manifests of scenario ``seed`` (the same seed gives the same scenario)."""
+    rng = random.Random(seed)
+    flavors = [f"flavor-{i}" for i in range(rng.randint(1, 3))]
+    covered = sorted(rng.sample(RESOURCES, rng.randint(1, 2)), key=RESOURCES.index)
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": f}, "spec": {}} for f in flavors
+    ]
+
+    cohorts: list[str] = []
+    for c in range(rng.randint(0, 3)):
+        name = f"cohort-{c}"
+        spec: dict[str, Any] = {}
+        if cohorts and rng.random() < 0.5:
+            spec["parentName"] = rng.choice(cohorts)
+        if rng.random() < 0.4:
+            spec["resourceGroups"] = _groups(
+                rng, flavors, covered, nominal_max=6, limits="parentName" in spec
+            )
+        cohorts.append(name)
+        docs.append({"apiVersion": API, "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
+    # A cohort named only by ClusterQueues exists implicitly.
+    cohort_names = [*cohorts, "implicit"] if cohorts else ["implicit", ""]
+
+    namespaces = [f"ns-{i}" for i in range(rng.randint(1, 3))]
+    for ns in namespaces:
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"team": rng.choice(["a", "b"])}},
+            }
+        )
+
+    queues = [f"cq-{i}" for i in range(rng.randint(1, 4))]
+    for cq in queues:
+        selector: dict[str, Any] = {}
+        if rng.random() < 0.15:
+            selector = {"matchLabels": {"team": rng.choice(["a", "b"])}}
+        cohort = rng.choice(cohort_names)
+        spec = {
+            "namespaceSelector": selector,
+            "queueingStrategy": rng.choice(["BestEffortFIFO", "BestEffortFIFO", "StrictFIFO"]),
+            "resourceGroups": _groups(rng, flavors, covered, nominal_max=8, limits=bool(cohort)),
+            "flavorFungibility": {
+                "whenCanBorrow": rng.choice(FUNGIBILITY),
+                "whenCanPreempt": rng.choice(FUNGIBILITY),
+            },
+            "preemption": {
+                "reclaimWithinCohort": "Never",
+                "borrowWithinCohort": {"policy": "Never"},
+                "withinClusterQueue": "Never",
+            },
+            "stopPolicy": "None",
+        }
+        if cohort:
+            spec["cohortName"] = cohort
+        docs.append({"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": cq}, "spec": spec})
+
+    local_queues: list[tuple[str, str]] = []
+    for ns in namespaces:
+        for cq in rng.sample(queues, rng.randint(1, len(queues))):
+            name = f"lq-{cq}"
+            local_queues.append((ns, name))
+            docs.append(
+                {
+                    "apiVersion": API,
+                    "kind": "LocalQueue",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"clusterQueue": cq},
+                }
+            )
+    times = rng.sample(range(1000), rng.randint(1, 14))
+    for w, offset in enumerate(times):
+        ns, queue = rng.choice(local_queues)
+        pod_sets = []
+        for p in range(1 if rng.random() < 0.75 else 2):
+            count = rng.randint(1, 4)
+            requests = {r: _quantity(r, rng.randint(0 if len(covered) > 1 else 1, 3)) for r in covered}
+            if rng.random() < 0.05:
+                requests["example.com/other"] = "1"  # a resource no ClusterQueue covers
+            pod_set: dict[str, Any] = {
+                "name": f"ps-{p}",
+                "count": count,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "registry.k8s.io/pause:3.9",
+                                "resources": {"requests": requests},
+                            }
+                        ],
+                    }
+                },
+            }
+            if count > 1 and rng.random() < 0.25:
+                pod_set["minCount"] = rng.randint(1, count - 1)
+            pod_sets.append(pod_set)
+        docs.append(
+            {
+                "apiVersion": API,
+                "kind": "Workload",
+                "metadata": {
+                    "name": f"wl-{w:02d}",
+                    "namespace": ns,
+                    "creationTimestamp": _rfc3339(T0 + offset),
+                },
+                "spec": {
+                    "queueName": queue,
+                    "priority": rng.choice([0, 0, 1, 5]),
+                    "active": True,
+                    "podSets": pod_sets,
+                },
+            }
+        )
+    return docs

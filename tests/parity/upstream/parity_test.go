@@ -1,0 +1,321 @@
+// Upstream Kueue's scheduler run on scenario files, for tests/parity.
+//
+// This file is not built inside Kueuestream (which is not a Go module).
+// tests/parity/upstream.py copies upstream Kueue's module
+// (sigs.k8s.io/kueue@v0.19.2) into a temporary folder, puts this file into its
+// pkg/scheduler/ (package scheduler, because Scheduler.schedule is
+// unexported), builds the package's test binary and runs TestKueueParity on a
+// folder of scenarios.
+//
+// A scenario is one multi-document YAML file of ResourceFlavors, Cohorts,
+// ClusterQueues, Namespaces, LocalQueues and Workloads, written with every
+// field the API server would default already set (the harness applies no
+// defaulting). Its objects are stored in controller-runtime's fake client and
+// handed to Kueue's scheduler cache and queue manager the way Kueue's
+// controllers hand over added objects, in that order; then
+// Scheduler.schedule(ctx) runs cycle after cycle until no active
+// ClusterQueue has a head (Manager.Heads would block): quiescence, since no
+// Workload finishes and nothing is preempted in these scenarios. Inadmissible
+// requeue notifications are processed before each cycle, as the real
+// requeuer does once its batch period passes.
+//
+// Feature gates: v0.19's defaults, except UnadmittedWorkloadsObservability,
+// which is on (its default on Kueue's main branch, and Kueuestream's).
+//
+// Environment (the test skips itself without KUEUE_PARITY_DIR):
+//
+//	KUEUE_PARITY_DIR  the folder of scenario files (*.yaml, in name order)
+//
+// For each scenario it prints one line, "KUEUE_PARITY_RESULT " followed by a
+// JSON object: the scenario's file name, the number of cycles, and every
+// Workload's status as stored in the fake client.
+package scheduler
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	qcache "sigs.k8s.io/kueue/pkg/cache/queue"
+	schdcache "sigs.k8s.io/kueue/pkg/cache/scheduler"
+	"sigs.k8s.io/kueue/pkg/features"
+	preemptexpectations "sigs.k8s.io/kueue/pkg/scheduler/preemption/expectations"
+	"sigs.k8s.io/kueue/pkg/util/routine"
+	utiltesting "sigs.k8s.io/kueue/pkg/util/testing"
+)
+
+type kpWorkload struct {
+	Namespace string                `json:"namespace"`
+	Name      string                `json:"name"`
+	Status    kueue.WorkloadStatus `json:"status"`
+}
+
+type kpResult struct {
+	Scenario  string       `json:"scenario"`
+	Cycles    int64        `json:"cycles"`
+	Error     string       `json:"error,omitempty"`
+	Workloads []kpWorkload `json:"workloads"`
+}
+
+type kpScenario struct {
+	flavors       []*kueue.ResourceFlavor
+	cohorts       []*kueue.Cohort
+	clusterQueues []*kueue.ClusterQueue
+	namespaces    []*corev1.Namespace
+	localQueues   []*kueue.LocalQueue
+	workloads     []*kueue.Workload
+}
+
+func kpScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(kueue.AddToScheme(scheme))
+	return scheme
+}
+
+func kpRead(path string, scheme *runtime.Scheme) (*kpScenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	s := &kpScenario{}
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		switch o := obj.(type) {
+		case *kueue.ResourceFlavor:
+			s.flavors = append(s.flavors, o)
+		case *kueue.Cohort:
+			s.cohorts = append(s.cohorts, o)
+		case *kueue.ClusterQueue:
+			s.clusterQueues = append(s.clusterQueues, o)
+		case *corev1.Namespace:
+			s.namespaces = append(s.namespaces, o)
+		case *kueue.LocalQueue:
+			s.localQueues = append(s.localQueues, o)
+		case *kueue.Workload:
+			s.workloads = append(s.workloads, o)
+		default:
+			return nil, fmt.Errorf("%s: unexpected object %T", path, obj)
+		}
+	}
+	return s, nil
+}
+
+// kpHasHeads reports whether Manager.Heads would return at once: some active
+// ClusterQueue has a Workload in its heap (Pending counts the heap plus the
+// Workload popped last, so a count of one is settled by Dump, the heap only).
+func kpHasHeads(m *qcache.Manager, c *schdcache.Cache, probes []*kueue.Workload) bool {
+	m.RLock()
+	defer m.RUnlock()
+	for _, probe := range probes {
+		cq := m.ClusterQueueForWorkloadWithoutLock(probe)
+		if cq == nil || !c.ClusterQueueActive(cq.GetName()) {
+			continue
+		}
+		active, _ := cq.Pending()
+		if active > 1 {
+			return true
+		}
+		if active == 1 {
+			if keys, ok := cq.Dump(); ok && len(keys) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func kpReserved(recorder *utiltesting.EventRecorder) int {
+	n := 0
+	for _, event := range recorder.RecordedEvents {
+		if event.Reason == "QuotaReserved" {
+			n++
+		}
+	}
+	return n
+}
+
+func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
+	result := kpResult{Scenario: filepath.Base(path), Workloads: []kpWorkload{}}
+	s, err := kpRead(path, scheme)
+	if err != nil {
+		result.Error = err.Error()
+		return result
+	}
+	log := logr.Discard()
+	ctx := ctrl.LoggerInto(context.Background(), log)
+	cl := utiltesting.NewClientBuilder().
+		WithScheme(scheme).
+		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())).
+		WithStatusSubresource(&kueue.Workload{}).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: utiltesting.TreatSSAAsStrategicMerge}).
+		Build()
+	recorder := &utiltesting.EventRecorder{}
+	cqCache := schdcache.New(cl)
+	expectations := preemptexpectations.New()
+	qManager, requeuer := qcache.NewManagerForUnitTestsWithRequeuer(cl, cqCache, qcache.WithPreemptionExpectations(expectations))
+	sched := New(qManager, cqCache, cl, recorder, WithPreemptionExpectations(expectations))
+	var admissions sync.WaitGroup
+	sched.setAdmissionRoutineWrapper(routine.NewWrapper(
+		func() { admissions.Add(1) },
+		func() { admissions.Done() },
+	))
+	fail := func(what string, err error) kpResult {
+		result.Error = fmt.Sprintf("%s: %v", what, err)
+		return result
+	}
+	store := func(obj client.Object) error { return cl.Create(ctx, obj) }
+	for _, ns := range s.namespaces {
+		if err := store(ns); err != nil {
+			return fail("namespace "+ns.Name, err)
+		}
+	}
+	for _, rf := range s.flavors {
+		if err := store(rf); err != nil {
+			return fail("flavor "+rf.Name, err)
+		}
+		cqCache.AddOrUpdateResourceFlavor(log, rf)
+	}
+	for _, cohort := range s.cohorts {
+		if err := store(cohort); err != nil {
+			return fail("cohort "+cohort.Name, err)
+		}
+		if err := cqCache.AddOrUpdateCohort(cohort); err != nil {
+			return fail("cache cohort "+cohort.Name, err)
+		}
+		qManager.AddOrUpdateCohort(ctx, cohort)
+	}
+	for _, cq := range s.clusterQueues {
+		if err := store(cq); err != nil {
+			return fail("clusterqueue "+cq.Name, err)
+		}
+		if err := cqCache.AddClusterQueue(ctx, cq); err != nil {
+			return fail("cache clusterqueue "+cq.Name, err)
+		}
+		if err := qManager.AddClusterQueue(ctx, cq); err != nil {
+			return fail("queues clusterqueue "+cq.Name, err)
+		}
+	}
+	probes := make([]*kueue.Workload, 0, len(s.localQueues))
+	for _, lq := range s.localQueues {
+		if err := store(lq); err != nil {
+			return fail("localqueue "+lq.Name, err)
+		}
+		if err := cqCache.AddLocalQueue(lq); err != nil {
+			return fail("cache localqueue "+lq.Name, err)
+		}
+		if err := qManager.AddLocalQueue(ctx, lq); err != nil {
+			return fail("queues localqueue "+lq.Name, err)
+		}
+		probes = append(probes, &kueue.Workload{
+			ObjectMeta: lq.ObjectMeta,
+			Spec:       kueue.WorkloadSpec{QueueName: kueue.LocalQueueName(lq.Name)},
+		})
+	}
+	for _, wl := range s.workloads {
+		if err := store(wl); err != nil {
+			return fail("workload "+wl.Name, err)
+		}
+		if err := qManager.AddOrUpdateWorkload(log, wl); err != nil {
+			// No such LocalQueue: Kueue's workload controller leaves it pending.
+			continue
+		}
+	}
+	// A StrictFIFO head that does not fit stays at the head of its queue, so
+	// Heads never blocks: the scheduler then goes round for ever admitting
+	// nothing. Without a StrictFIFO head, every cycle that admits nothing
+	// moves its heads out of the heaps, so more than one cycle per Workload
+	// in a row without an admission is quiescence too.
+	idle, reserved := 0, 0
+	for idle <= len(s.workloads)+1 {
+		requeuer.ProcessRequeues(ctx)
+		if !kpHasHeads(qManager, cqCache, probes) {
+			admissions.Wait()
+			if !kpHasHeads(qManager, cqCache, probes) {
+				break
+			}
+		}
+		sched.schedule(ctx)
+		admissions.Wait()
+		if now := kpReserved(recorder); now != reserved {
+			idle, reserved = 0, now
+		} else {
+			idle++
+		}
+	}
+	result.Cycles = sched.schedulingCycle
+	var stored kueue.WorkloadList
+	if err := cl.List(ctx, &stored); err != nil {
+		return fail("listing workloads", err)
+	}
+	for _, wl := range stored.Items {
+		result.Workloads = append(result.Workloads, kpWorkload{Namespace: wl.Namespace, Name: wl.Name, Status: wl.Status})
+	}
+	sort.Slice(result.Workloads, func(i, j int) bool {
+		a, b := result.Workloads[i], result.Workloads[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return result
+}
+
+func TestKueueParity(t *testing.T) {
+	dir := os.Getenv("KUEUE_PARITY_DIR")
+	if dir == "" {
+		t.Skip("run by tests/parity/upstream.py (KUEUE_PARITY_DIR unset)")
+	}
+	features.SetFeatureGateDuringTest(t, features.UnadmittedWorkloadsObservability, true)
+	ctrl.SetLogger(logr.Discard())
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(paths)
+	scheme := kpScheme()
+	for _, path := range paths {
+		line, err := json.Marshal(kpRun(t, path, scheme))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("KUEUE_PARITY_RESULT %s\n", line)
+	}
+}
