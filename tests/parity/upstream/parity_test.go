@@ -19,8 +19,10 @@
 // requeue notifications are processed before each cycle, as the real
 // requeuer does once its batch period passes.
 //
-// Feature gates: v0.19's defaults, except UnadmittedWorkloadsObservability,
-// which is on (its default on Kueue's main branch, and Kueuestream's).
+// Feature gates: Kueue's main branch at v0.19's defaults, as Kueuestream
+// follows it: v0.19.2's own defaults except UnadmittedWorkloadsObservability,
+// on (main turns it on from 0.19), and FlavorFungibilityPreserveScanProgress,
+// off (v0.19.2 ships it on, main lists it from 0.20).
 //
 // Environment (the test skips itself without KUEUE_PARITY_DIR):
 //
@@ -304,6 +306,7 @@ func TestKueueParity(t *testing.T) {
 		t.Skip("run by tests/parity/upstream.py (KUEUE_PARITY_DIR unset)")
 	}
 	features.SetFeatureGateDuringTest(t, features.UnadmittedWorkloadsObservability, true)
+	features.SetFeatureGateDuringTest(t, features.FlavorFungibilityPreserveScanProgress, false)
 	ctrl.SetLogger(logr.Discard())
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
