@@ -18,6 +18,7 @@ fit, and Workloads whose LocalQueue or ClusterQueue is missing.
 
 from __future__ import annotations
 
+import datetime
 import random
 from typing import Any
 
@@ -32,8 +33,6 @@ def _quantity(resource: str, amount: int) -> str:
 
 
 def _rfc3339(seconds: int) -> str:
-    import datetime
-
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

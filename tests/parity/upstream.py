@@ -4,8 +4,9 @@ The Go file is ours; it is compiled inside a copy of upstream's module
 (``sigs.k8s.io/kueue`` at the version ``scripts/kueue.sh`` pins), taken from the
 Go module cache, never committed. The test binary is cached per user beside
 ``scripts/kueue.sh``'s build, under a name holding the hash of the Go file, so
-only the first run after a change compiles (about two minutes on a 2-core
-machine once the manager's build has filled Go's build cache).
+only the first run after a change compiles: about 9 minutes on a 2-core
+machine the first time (upstream's test dependencies), about a minute after a
+change to the Go file.
 
     .venv/bin/python -m tests.parity.upstream build     # prints the binary's path
 """
