@@ -73,7 +73,10 @@ def fits(node: QuotaNode, usage: Mapping[FR, int], allow_borrowing: bool) -> boo
     for fr, amount in usage.items():
         if not allow_borrowing and node.borrowing_with(fr, amount):
             return False
-        if amount > node.available(fr):
+        # What is available is never below zero (ClusterQueueSnapshot.Available), so a
+        # request of zero fits even where usage is over the quota (a quota lowered under
+        # admitted Workloads, capacity held for a head waiting for preemption).
+        if amount > max(0, node.available(fr)):
             return False
     return True
 

@@ -181,7 +181,7 @@ def _pod_set_no_fit(
 
 
 def _fits(node: QuotaNode, needs: Mapping[FR, int]) -> bool:
-    return all(value <= node.available(fr) for fr, value in needs.items())
+    return all(value <= max(0, node.available(fr)) for fr, value in needs.items())
 
 
 def finishing(

@@ -218,3 +218,27 @@ def test_namespace_mismatch_is_told_to_every_equivalent_workload() -> None:
             "Misconfigured",
             "workload namespace doesn't match ClusterQueue selector",
         )
+
+
+def test_a_request_of_zero_fits_where_usage_is_over_the_quota() -> None:
+    """``ClusterQueueSnapshot.Fits`` compares with ``Available``, which is never below zero: with
+    the ClusterQueue's cpu quota lowered under what its admitted Workloads use, a Workload asking
+    for no cpu (and memory that is free) is still admitted; one asking for 1 cpu is not."""
+    quotas = "default: [{{name: cpu, nominalQuota: {cpu}}}, {{name: memory, nominalQuota: 4Gi}}]"
+    r = run(
+        flavor("default")
+        + cluster_queue("q", quotas.format(cpu=4), covered="[cpu, memory]")
+        + workload("running", "q", cpu="4")
+    )
+    assert r.admitted() == ["running"]
+    r.load(cluster_queue("q", quotas.format(cpu=2), covered="[cpu, memory]"))
+    r.tick()
+    r.load(
+        workload("no-cpu", "q", cpu="0", created="2024-01-01T00:00:01Z", extra_requests=', memory: "1Gi"')
+        + workload("one-cpu", "q", cpu="1", created="2024-01-01T00:00:02Z", extra_requests=', memory: "1Gi"')
+    )
+    r.tick()
+    assert sorted(r.admitted()) == ["no-cpu", "running"]
+    assert assignment(r, "no-cpu") == [
+        {"flavors": {"cpu": "default", "memory": "default"}, "resourceUsage": {"cpu": "0", "memory": "1Gi"}}
+    ]
