@@ -100,6 +100,10 @@ class QueueManager:
             queue.activate(rec.key, rec.order_key(), rec.equivalence)
             self.ready.add(cq_name)
             return None
+        if reason is RequeueReason.NAMESPACE_MISMATCH:
+            # Kueue sets equivalent Workloads aside only after NoFit or PreemptionNoCandidates
+            # (requeueIfNotPresent): this one is parked alone, its equivalents stay queued.
+            return queue.park(rec.key, rec.order_key(), ("namespace mismatch", rec.key))
         return queue.park(rec.key, rec.order_key(), rec.equivalence)
 
     def requeue_later(self, root: str, now_ms: int) -> None:

@@ -5,11 +5,11 @@ the next can be tried; StrictFIFO puts it straight back at the head, blocking
 the queue. Inadmissible workloads return to the heap when something in their
 cohort tree changes.
 
-Workloads asking for the same thing in the same way (same namespace, priority,
-pod sets and scheduling constraints) are equivalent: when one does not fit,
-none does, so the whole group is parked at once and returns at once. This is
-Kueue's scheduling-equivalence hashing; it turns a wall of identical pending
-jobs into one entry per group.
+Workloads asking for the same thing in the same way (same priority, pod sets
+and scheduling constraints, whatever their namespace) are equivalent: when one
+does not fit, none does, so the whole group is parked at once and returns at
+once. This is Kueue's scheduling-equivalence hashing; it turns a wall of
+identical pending jobs into one entry per group.
 """
 
 from __future__ import annotations
@@ -42,7 +42,11 @@ class PendingQueue:
     order: dict[WorkloadKey, OrderKey] = field(default_factory=dict)
     group_of: dict[WorkloadKey, GroupKey] = field(default_factory=dict)
     groups: dict[GroupKey, _Group] = field(default_factory=dict)
-    heap: list[tuple[OrderKey, GroupKey]] = field(default_factory=list)
+    # (order, push count, group): a workload's entry left behind in one group can tie
+    # with its entry in another on the order key; the count decides, so group keys,
+    # which need not be comparable with one another, are never compared.
+    heap: list[tuple[OrderKey, int, GroupKey]] = field(default_factory=list)
+    pushes: int = 0
 
     def _best(self, gkey: GroupKey, group: _Group) -> OrderKey | None:
         """The group's first member still queued in it; entries of members gone are dropped on the way.
@@ -64,7 +68,8 @@ class PendingQueue:
         """Give an unparked group an entry in the heap at its best member, unless it has one."""
         best = self._best(gkey, group)
         if best is not None and not group.parked and best != group.advertised:
-            heapq.heappush(self.heap, (best, gkey))
+            self.pushes += 1
+            heapq.heappush(self.heap, (best, self.pushes, gkey))
             group.advertised = best
 
     def push(self, key: WorkloadKey, order: OrderKey, gkey: GroupKey, stated: bool = True) -> None:
@@ -116,7 +121,7 @@ class PendingQueue:
 
     def pop(self) -> WorkloadKey | None:
         while self.heap:
-            order, gkey = heapq.heappop(self.heap)
+            order, _, gkey = heapq.heappop(self.heap)
             group = self.groups.get(gkey)
             if group is None or group.advertised != order:
                 continue  # the group is gone, or has its entry elsewhere in the heap

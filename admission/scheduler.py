@@ -372,10 +372,6 @@ class Scheduler:
         # with the gate on, in the words of Kueue's workload controller for a workload
         # bulk-moved behind an equivalent one (SchedulingEquivalenceHashing).
         message = MSG_BYPASSED if self.granular else entry.message
-        if entry.requeue_reason is RequeueReason.NAMESPACE_MISMATCH:
-            # Kueue moves no equivalent aside for this reason: each is popped in turn and told
-            # the same (its equivalents share its namespace), before any bypass would be written.
-            message = entry.message
         workloads = self.cache.workloads
         for key in parked:
             other = workloads[key]

@@ -84,7 +84,9 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
         out.append(PodSetRequest(ps.name, ps.count, requests, spec, ps.min_count, per_pod))
         alike.append((ps.name, ps.count, ps.min_count, tuple(sorted(requests.items())), _constraints(spec)))
     rec.pod_sets = out
-    rec.equivalence = (rec.key[0], rec.priority, tuple(alike))
+    # No namespace: Kueue's computeSchedulingHash is the priority and the pod sets' shape, so
+    # equivalent Workloads of a ClusterQueue may come from several namespaces.
+    rec.equivalence = (rec.priority, tuple(alike))
 
 
 def _constraints(spec: PodSpec) -> str:

@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.assignment import request_order
+from kueuestream.agents.embedded.runtime import admit
 from tests.helpers import Run, cluster_queue, flavor, run, workload
+from tests.parity.scenarios import scenario
 
 GATE_OFF = Configuration.model_validate({"featureGates": {"UnadmittedWorkloadsObservability": False}})
 NO_RESERVATION = ("False", "NoReservation", "The workload has no reservation")
@@ -242,3 +244,95 @@ def test_a_request_of_zero_fits_where_usage_is_over_the_quota() -> None:
     assert assignment(r, "no-cpu") == [
         {"flavors": {"cpu": "default", "memory": "default"}, "resourceUsage": {"cpu": "0", "memory": "1Gi"}}
     ]
+
+
+# ------------------------------------------------------------------ equivalent Workloads
+
+
+def _namespace(name: str, team: str) -> str:
+    return f"""
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {name}, labels: {{team: {team}}}}}
+---"""
+
+
+def _local_queue(namespace: str) -> str:
+    return f"""
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: q-lq, namespace: {namespace}}}
+spec: {{clusterQueue: q}}
+---"""
+
+
+def test_equivalent_workloads_of_other_namespaces_are_set_aside_together() -> None:
+    """``computeSchedulingHash`` is the priority and the pod sets' shape, not the namespace, and
+    ``handleInadmissibleHash`` moves every equivalent Workload of the ClusterQueue aside with a
+    head that did not fit: the one in the other namespace is never evaluated itself."""
+    text = (
+        flavor("default")
+        + _namespace("team-a", "a")
+        + _namespace("team-b", "b")
+        + cluster_queue("q", "default: [{name: cpu, nominalQuota: 4}]")
+        + _local_queue("team-a")
+        + _local_queue("team-b")
+        + workload("running", "q", cpu="4")
+        + workload("a", "q", cpu="2", created="2024-01-01T00:00:01Z", namespace="team-a")
+        + workload("b", "q", cpu="2", created="2024-01-01T00:00:02Z", namespace="team-b")
+    )
+    r = run(text)
+    assert r.admitted() == ["running"]
+    assert condition(r, "a", "QuotaReserved") == (
+        "False",
+        "WaitingForQuota",
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, "
+        "2 more needed",
+    )
+    assert condition(r, "b", "QuotaReserved") == (
+        "False",
+        "WaitingForQuota",
+        "Bypassed scheduling evaluation because an equivalent workload recently failed",
+    )
+
+
+def test_a_namespace_mismatch_sets_aside_no_equivalent_workload() -> None:
+    """``requeueIfNotPresent`` bulk-moves equivalents only after NoFit or PreemptionNoCandidates:
+    the head whose namespace the ClusterQueue does not select waits alone, and its equivalent
+    from a selected namespace is admitted."""
+    text = (
+        flavor("default")
+        + _namespace("team-a", "a")
+        + _namespace("team-b", "b")
+        + cluster_queue(
+            "q",
+            "default: [{name: cpu, nominalQuota: 4}]",
+            spec_extra="  namespaceSelector: {matchLabels: {team: a}}",
+        ).replace("  namespaceSelector: {}\n", "")
+        + _local_queue("team-a")
+        + _local_queue("team-b")
+        + workload("b", "q", cpu="2", created="2024-01-01T00:00:01Z", namespace="team-b")
+        + workload("a", "q", cpu="2", created="2024-01-01T00:00:02Z", namespace="team-a")
+    )
+    r = run(text)
+    assert r.admitted() == ["a"]
+    assert condition(r, "b", "QuotaReserved") == (
+        "False",
+        "Misconfigured",
+        "workload namespace doesn't match ClusterQueue selector",
+    )
+
+
+@pytest.mark.parametrize("seed", [655, 696, 774, 801, 1025, 1058, 1121])
+def test_parity_scenarios_that_once_stopped_the_engine_run_to_the_end(seed: int) -> None:
+    """Scenarios of ``tests/parity`` where a Workload parked alone after a namespace mismatch
+    left an entry in the queue's heap tying on the order key with one of another group: the
+    heap then compared the two groups' keys, of different types, and the engine raised. They
+    run to the end now, and a Workload holds an admission exactly when QuotaReserved is True."""
+    admitted = admit(scenario(seed), time_ms=1_800_000_000_000)
+    assert admitted.errors == []
+    assert len(admitted.workloads) == sum(1 for d in scenario(seed) if d["kind"] == "Workload")
+    for w in admitted.workloads:
+        status = w.get("status") or {}
+        reserved = {c["type"]: c["status"] for c in status.get("conditions", [])}.get("QuotaReserved")
+        assert (reserved == "True") == ("admission" in status), w["metadata"]["name"]
