@@ -69,6 +69,9 @@ class AdmissionHandler:
         for offset, why in emitted.unreadable:
             source = ErrorSource(topic=self.admission_topic, partition=partition, offset=offset)
             outs.append(error_out(raw, f"unreadable admission record: {why}", source))
+        for offset, what in emitted.problems:
+            source = ErrorSource(topic=self.admission_topic, partition=partition, offset=offset)
+            outs.append(error_out(raw, what, source))
         return outs
 
     def next_wakeup_ms(self) -> int | None:

@@ -24,7 +24,13 @@ Rules, all deterministic:
 - Job controller (``job_controller=True``, what the runtimes do; an audit
   replay reads these records from the log instead): an evicted Workload's job
   stops at once, so every Evicted decision asks for a STOPPED record and a TICK
-  for its shard, appended to the log like any other record.
+  for its shard, appended to the log like any other record. Preemptions can go
+  round for ever (Kueue's scheduler lets a Workload that fits take the quota a
+  preemptor is waiting for, and the preemptor evicts it again); with jobs that
+  stop at once nothing else would ever happen, so once a Workload is evicted
+  :data:`EVICTIONS_IN_A_ROW` times at the same moment its job is left stopping
+  (the Workload keeps its quota and stays Evicted until it is deleted) and the
+  loop is reported on the errors topic.
 """
 
 from __future__ import annotations
@@ -55,6 +61,9 @@ from kueuestream.streams.topics import BROADCAST
 # default message limit is 1 MiB.
 WORKLOADS_PER_IN = 100
 
+# Evictions of one Workload at one moment after which its job is left stopping.
+EVICTIONS_IN_A_ROW = 10
+
 ObjKey = tuple[str, str, str]  # kind, namespace, name
 
 
@@ -65,6 +74,8 @@ class Emitted:
     followups: list[AdmissionEntry] = field(default_factory=list)
     # (offset, why) of records that could not be read at all.
     unreadable: list[tuple[int, str]] = field(default_factory=list)
+    # (offset, what) of problems found while applying a record, for the errors topic.
+    problems: list[tuple[int, str]] = field(default_factory=list)
     # Shards whose state changed (for the runtimes' table views).
     touched: set[str] = field(default_factory=set)
 
@@ -102,6 +113,8 @@ class PartitionState:
         self._offset = 0
         self._indexes: dict[tuple[str, int], int] = {}
         self._followups = 0
+        # (shard, namespace, name) -> (time, evictions at that time) of each evicted Workload.
+        self._evictions: dict[tuple[str, str, str], tuple[int, int]] = {}
 
     # --- input ---------------------------------------------------------------------
 
@@ -310,8 +323,28 @@ class PartitionState:
             out.decisions.append(DecisionRecord.from_decision(decision, cause, index))
             index += 1
             if self.job_controller and decision.action == Action.EVICTED and decision.ref.kind == "Workload":
-                self._stop(out, shard, decision.ref, self._time_of(shard))
+                self._evicted(out, shard, decision.ref, offset)
         self._indexes[(shard, offset)] = index
+
+    def _evicted(self, out: Emitted, shard: str, ref: ObjectRef, offset: int) -> None:
+        """Stop the evicted Workload's job, unless its evictions go round in a loop."""
+        now = self._time_of(shard)
+        key = (shard, ref.namespace, ref.name)
+        at, count = self._evictions.get(key, (now, 0))
+        count = count + 1 if at == now else 1
+        self._evictions[key] = (now, count)
+        if count < EVICTIONS_IN_A_ROW:
+            self._stop(out, shard, ref, now)
+        elif count == EVICTIONS_IN_A_ROW:
+            out.problems.append(
+                (
+                    offset,
+                    f"Workload {ref.namespace}/{ref.name}: evicted {count} times at the same moment, "
+                    "each time admitted again before the Workload that preempted it: the job "
+                    "controller leaves its job stopping, so it keeps its quota and stays Evicted "
+                    "until it is deleted",
+                )
+            )
 
     def _time_of(self, shard: str) -> int:
         return self.shards[shard].engine.now_ms

@@ -1,0 +1,120 @@
+"""Preemptions that go round for ever end, with the loop reported, when jobs stop at once.
+
+Kueue's scheduler (``makeClassicalIterator`` with ``PrioritizePreemptorWorkloads``
+off, its default) orders a cycle's entries by borrowing depth, priority and
+queue time, not by whether an entry is waiting for the preemptions it issued.
+A preempted Workload that fits again, older than its preemptor and borrowing
+as deep, is admitted first in the next cycle; the preemptor no longer fits and
+preempts it once more. Upstream's scheduler does exactly this on parity
+scenario 352 (``python -m tests.parity.check --seeds 352 --preemption`` lists it
+among the scenarios upstream does not settle); with a job controller that
+stops a job at once, nothing else would ever happen, and ``admit`` would never
+return.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kueuestream.agents.admission_shards import EVICTIONS_IN_A_ROW
+from kueuestream.agents.embedded.runtime import admit
+from tests.parity.check import admit_in_waves
+from tests.parity.scenarios import WAVE, scenario
+
+NOW_MS = 1_800_000_000_000
+
+
+def _conditions(workload: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in workload["status"]["conditions"]}
+
+
+def test_the_victim_of_a_preemption_loop_is_left_stopping_and_the_loop_reported() -> None:
+    admitted = admit(scenario(352, preemption=True), time_ms=NOW_MS)
+
+    errors = [e.error for _, e in admitted.errors]
+    assert errors == [
+        f"Workload ns-2/wl-00: evicted {EVICTIONS_IN_A_ROW} times at the same moment, each time "
+        "admitted again before the Workload that preempted it: the job controller leaves its job "
+        "stopping, so it keeps its quota and stays Evicted until it is deleted"
+    ]
+    workloads = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in admitted.workloads}
+    victim = workloads["ns-2", "wl-00"]
+    assert victim["status"]["admission"]["clusterQueue"] == "cq-1"
+    assert _conditions(victim)["Evicted"] == ("True", "Preempted")
+    assert _conditions(victim)["Preempted"] == ("True", "InCohortReclamation")
+    preemptor = workloads["ns-2", "wl-02"]
+    assert "admission" not in preemptor["status"]
+    assert _conditions(preemptor)["QuotaReserved"] == ("False", "WaitingForPreemptedWorkloads")
+
+
+def test_a_workload_preempted_once_still_has_its_job_stopped_and_queues_again() -> None:
+    """The loop guard leaves an ordinary preemption alone: the victim queues again."""
+    high = _workload("high", priority=10, created=2, cpu=4)
+    high["metadata"]["annotations"] = {WAVE: "2"}  # arrives once "low" is admitted
+    found, errors = admit_in_waves([*_cluster(), _workload("low", priority=0, created=1, cpu=4), high])
+    assert errors == []
+    workloads = {w["metadata"]["name"]: w for w in found}
+    assert workloads["high"]["status"]["admission"]["clusterQueue"] == "cq"
+    low = workloads["low"]
+    assert "admission" not in low["status"]
+    assert _conditions(low)["Requeued"] == ("True", "Preempted")
+    assert _conditions(low)["QuotaReserved"][0] == "False"
+
+
+def _cluster() -> list[dict[str, Any]]:
+    api = "kueue.x-k8s.io/v1beta2"
+    return [
+        {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "default"}},
+        {
+            "apiVersion": api,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cq"},
+            "spec": {
+                "namespaceSelector": {},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}],
+                    }
+                ],
+            },
+        },
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}},
+        {
+            "apiVersion": api,
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": "team"},
+            "spec": {"clusterQueue": "cq"},
+        },
+    ]
+
+
+def _workload(name: str, *, priority: int, created: int, cpu: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": "team",
+            "creationTimestamp": f"2026-01-01T00:00:0{created}Z",
+        },
+        "spec": {
+            "queueName": "lq",
+            "priority": priority,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {"name": "c", "image": "pause", "resources": {"requests": {"cpu": str(cpu)}}}
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    }
