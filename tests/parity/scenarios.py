@@ -26,6 +26,8 @@ API = "kueue.x-k8s.io/v1beta2"
 T0 = 1_700_000_000
 FUNGIBILITY = ("MayStopSearch", "TryNextFlavor")
 RESOURCES = ("cpu", "memory", "example.com/gpu")
+# Marks the Workloads of a scenario's second wave (upstream/parity_test.go reads it too).
+WAVE = "parity.kueuestream.io/wave"
 
 
 def _quantity(resource: str, amount: int) -> str:
@@ -72,8 +74,33 @@ def _quota(rng: random.Random, resource: str, nominal_max: int, limits: bool) ->
     return quota
 
 
-def scenario(seed: int) -> list[dict[str, Any]]:
-    """The manifests of scenario ``seed`` (the same seed gives the same scenario)."""
+def _preemption(rng: random.Random) -> dict[str, Any]:
+    """A ClusterQueue's preemption policies, every combination Kueue accepts.
+
+    Kueue's validation refuses ``borrowWithinCohort`` other than Never where
+    ``reclaimWithinCohort`` is Never.
+    """
+    reclaim = rng.choice(["Never", "LowerPriority", "Any"])
+    borrow: dict[str, Any] = {
+        "policy": "Never" if reclaim == "Never" else rng.choice(["Never", "LowerPriority"])
+    }
+    if borrow["policy"] == "LowerPriority" and rng.random() < 0.4:
+        borrow["maxPriorityThreshold"] = rng.choice([0, 1, 5])
+    return {
+        "reclaimWithinCohort": reclaim,
+        "borrowWithinCohort": borrow,
+        "withinClusterQueue": rng.choice(["Never", "LowerPriority", "LowerOrNewerEqualPriority"]),
+    }
+
+
+def scenario(seed: int, *, preemption: bool = False) -> list[dict[str, Any]]:
+    """The manifests of scenario ``seed`` (the same seed gives the same scenario).
+
+    With ``preemption``, ClusterQueues take random preemption policies, and
+    about half of the Workloads, of higher priorities on the whole, arrive in a
+    second wave (annotated :data:`WAVE`) once the first has settled, so that
+    they find the quota taken.
+    """
     rng = random.Random(seed)
     flavors = [f"flavor-{i}" for i in range(rng.randint(1, 3))]
     covered = sorted(rng.sample(RESOURCES, rng.randint(1, 2)), key=RESOURCES.index)
@@ -120,7 +147,9 @@ def scenario(seed: int) -> list[dict[str, Any]]:
                 "whenCanBorrow": rng.choice(FUNGIBILITY),
                 "whenCanPreempt": rng.choice(FUNGIBILITY),
             },
-            "preemption": {
+            "preemption": _preemption(rng)
+            if preemption
+            else {
                 "reclaimWithinCohort": "Never",
                 "borrowWithinCohort": {"policy": "Never"},
                 "withinClusterQueue": "Never",
@@ -146,6 +175,7 @@ def scenario(seed: int) -> list[dict[str, Any]]:
             )
     times = rng.sample(range(1000), rng.randint(1, 14))
     for w, offset in enumerate(times):
+        second = preemption and rng.random() < 0.5
         ns, queue = rng.choice(local_queues)
         pod_sets = []
         for p in range(1 if rng.random() < 0.75 else 2):
@@ -172,21 +202,25 @@ def scenario(seed: int) -> list[dict[str, Any]]:
             if count > 1 and rng.random() < 0.25:
                 pod_set["minCount"] = rng.randint(1, count - 1)
             pod_sets.append(pod_set)
-        docs.append(
-            {
-                "apiVersion": API,
-                "kind": "Workload",
-                "metadata": {
-                    "name": f"wl-{w:02d}",
-                    "namespace": ns,
-                    "creationTimestamp": _rfc3339(T0 + offset),
-                },
-                "spec": {
-                    "queueName": queue,
-                    "priority": rng.choice([0, 0, 1, 5]),
-                    "active": True,
-                    "podSets": pod_sets,
-                },
-            }
-        )
+        workload: dict[str, Any] = {
+            "apiVersion": API,
+            "kind": "Workload",
+            "metadata": {
+                "name": f"wl-{w:02d}",
+                "namespace": ns,
+                "creationTimestamp": _rfc3339(T0 + offset + (1000 if second else 0)),
+            },
+            "spec": {
+                "queueName": queue,
+                "priority": rng.choice([1, 5, 5, 10] if second else [0, 0, 1, 5]),
+                "active": True,
+                "podSets": pod_sets,
+            },
+        }
+        if preemption:
+            # Kueue's preemption messages name the preemptor's UID.
+            workload["metadata"]["uid"] = f"{seed:06d}-{w:02d}"
+            if second:
+                workload["metadata"]["annotations"] = {WAVE: "2"}
+        docs.append(workload)
     return docs

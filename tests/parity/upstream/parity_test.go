@@ -15,9 +15,17 @@
 // controllers hand over added objects, in that order; then
 // Scheduler.schedule(ctx) runs cycle after cycle until no active
 // ClusterQueue has a head (Manager.Heads would block): quiescence, since no
-// Workload finishes and nothing is preempted in these scenarios. Inadmissible
-// requeue notifications are processed before each cycle, as the real
-// requeuer does once its batch period passes.
+// Workload finishes. Inadmissible requeue notifications are processed before
+// each cycle, as the real requeuer does once its batch period passes.
+//
+// A Workload the scheduler evicts (preemption) is stopped after the cycle
+// as Kueue's job framework stops a Job's: its Requeued condition set and its
+// quota reservation unset with the eviction's message (GenericJobReconciler,
+// "handle eviction"), the update stored and handed to Kueue's own
+// WorkloadReconciler.Update, which frees the quota in the cache and queues
+// the Workload again. Workloads annotated parity.kueuestream.io/wave: "2"
+// arrive once the others have reached quiescence, and the cycles run to
+// quiescence again.
 //
 // Feature gates: Kueue's main branch at v0.19's defaults, as Kueuestream
 // follows it: v0.19.2's own defaults except UnadmittedWorkloadsObservability,
@@ -26,7 +34,8 @@
 //
 // Environment (the test skips itself without KUEUE_PARITY_DIR):
 //
-//	KUEUE_PARITY_DIR  the folder of scenario files (*.yaml, in name order)
+//	KUEUE_PARITY_DIR    the folder of scenario files (*.yaml, in name order)
+//	KUEUE_PARITY_DEBUG  set: each cycle's events and each stopped Workload on stderr
 //
 // For each scenario it prints one line, "KUEUE_PARITY_RESULT " followed by a
 // JSON object: the scenario's file name, the number of cycles, and every
@@ -46,9 +55,12 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -58,27 +70,70 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	qcache "sigs.k8s.io/kueue/pkg/cache/queue"
 	schdcache "sigs.k8s.io/kueue/pkg/cache/scheduler"
+	"sigs.k8s.io/kueue/pkg/controller/core"
 	"sigs.k8s.io/kueue/pkg/features"
 	preemptexpectations "sigs.k8s.io/kueue/pkg/scheduler/preemption/expectations"
 	"sigs.k8s.io/kueue/pkg/util/routine"
 	utiltesting "sigs.k8s.io/kueue/pkg/util/testing"
+	"sigs.k8s.io/kueue/pkg/workload"
 )
 
+// kpWaveAnnotation marks the Workloads that arrive once the others have settled.
+const kpWaveAnnotation = "parity.kueuestream.io/wave"
+
 type kpWorkload struct {
-	Namespace string                `json:"namespace"`
-	Name      string                `json:"name"`
+	Namespace string               `json:"namespace"`
+	Name      string               `json:"name"`
 	Status    kueue.WorkloadStatus `json:"status"`
+	// Every QuotaReserved condition the Workload had in the cycles since the
+	// last reservation or preemption, when there was more than one: a head
+	// whose flavor search resumes where the last one stopped goes round its
+	// flavors for ever, its message changing from cycle to cycle, and the
+	// run stops in whichever state the cut-off finds.
+	Alternates []metav1.Condition `json:"alternates,omitempty"`
 }
 
 type kpResult struct {
-	Scenario  string       `json:"scenario"`
-	Cycles    int64        `json:"cycles"`
-	Error     string       `json:"error,omitempty"`
+	Scenario string `json:"scenario"`
+	Cycles   int64  `json:"cycles"`
+	Error    string `json:"error,omitempty"`
+	// Still reserving or preempting after kpMaxCycles: Workloads preempting
+	// each other back and forth, which Kueue's scheduler does not stop.
+	Unsettled bool         `json:"unsettled,omitempty"`
 	Workloads []kpWorkload `json:"workloads"`
+}
+
+// kpMaxCycles bounds a scenario's scheduling cycles.
+const kpMaxCycles = 400
+
+// kpTrail collects the QuotaReserved conditions of each Workload over idle cycles.
+type kpTrail map[string][]metav1.Condition
+
+func (t kpTrail) record(ctx context.Context, cl client.Client) error {
+	var list kueue.WorkloadList
+	if err := cl.List(ctx, &list); err != nil {
+		return err
+	}
+	for _, wl := range list.Items {
+		c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
+		if c == nil {
+			continue
+		}
+		key := wl.Namespace + "/" + wl.Name
+		known := false
+		for _, seen := range t[key] {
+			known = known || (seen.Status == c.Status && seen.Reason == c.Reason && seen.Message == c.Message)
+		}
+		if !known {
+			t[key] = append(t[key], metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	return nil
 }
 
 type kpScenario struct {
@@ -164,14 +219,64 @@ func kpHasHeads(m *qcache.Manager, c *schdcache.Cache, probes []*kueue.Workload)
 	return false
 }
 
-func kpReserved(recorder *utiltesting.EventRecorder) int {
+// kpProgress counts the scheduler's reservations and preemptions so far.
+func kpProgress(recorder *utiltesting.EventRecorder) int {
 	n := 0
 	for _, event := range recorder.RecordedEvents {
-		if event.Reason == "QuotaReserved" {
+		if event.Reason == "QuotaReserved" || event.Reason == "Preempted" {
 			n++
 		}
 	}
 	return n
+}
+
+// kpStopEvicted does for every evicted Workload still holding quota what
+// Kueue's job framework does once the Job has stopped (GenericJobReconciler,
+// "handle eviction"): Requeued set (True after a preemption), QuotaReserved
+// unset with the eviction's message; the update goes to the workload
+// controller's Update handler as its informer would deliver it. It returns
+// how many it stopped.
+func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
+	var list kueue.WorkloadList
+	if err := cl.List(ctx, &list); err != nil {
+		return 0, err
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		a, b := list.Items[i], list.Items[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	stopped := 0
+	for i := range list.Items {
+		old := &list.Items[i]
+		evicted := apimeta.FindStatusCondition(old.Status.Conditions, kueue.WorkloadEvicted)
+		if evicted == nil || evicted.Status != metav1.ConditionTrue || !workload.HasQuotaReservation(old) {
+			continue
+		}
+		wl := old.DeepCopy()
+		requeued := evicted.Reason == kueue.WorkloadEvictedByPreemption || evicted.Reason == kueue.WorkloadEvictedDueToNodeFailures
+		workload.SetRequeuedCondition(wl, evicted.Reason, evicted.Message, requeued)
+		reason := workload.UnadmittedWorkloadReasonWithFallback(
+			kueue.WorkloadQuotaReservedReasonPendingEvaluation,
+			kueue.WorkloadPending, //nolint:staticcheck // the gate-off reason
+		)
+		workload.UnsetQuotaReservationWithCondition(wl, reason, evicted.Message, time.Now())
+		if err := cl.Status().Update(ctx, wl); err != nil {
+			return stopped, fmt.Errorf("stopping %s/%s: %w", wl.Namespace, wl.Name, err)
+		}
+		var stored kueue.Workload
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(wl), &stored); err != nil {
+			return stopped, err
+		}
+		wr.Update(event.TypedUpdateEvent[*kueue.Workload]{ObjectOld: old, ObjectNew: &stored})
+		if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "stopped %s/%s: %s\n", wl.Namespace, wl.Name, evicted.Message)
+		}
+		stopped++
+	}
+	return stopped, nil
 }
 
 func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
@@ -194,6 +299,7 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 	expectations := preemptexpectations.New()
 	qManager, requeuer := qcache.NewManagerForUnitTestsWithRequeuer(cl, cqCache, qcache.WithPreemptionExpectations(expectations))
 	sched := New(qManager, cqCache, cl, recorder, WithPreemptionExpectations(expectations))
+	workloads := core.NewWorkloadReconciler(cl, qManager, cqCache, recorder, core.WithPreemptionExpectations(expectations))
 	var admissions sync.WaitGroup
 	sched.setAdmissionRoutineWrapper(routine.NewWrapper(
 		func() { admissions.Add(1) },
@@ -251,35 +357,73 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 			Spec:       kueue.WorkloadSpec{QueueName: kueue.LocalQueueName(lq.Name)},
 		})
 	}
-	for _, wl := range s.workloads {
-		if err := store(wl); err != nil {
-			return fail("workload "+wl.Name, err)
+	add := func(wave bool) error {
+		for _, wl := range s.workloads {
+			if (wl.Annotations[kpWaveAnnotation] == "2") != wave {
+				continue
+			}
+			if err := store(wl); err != nil {
+				return fmt.Errorf("workload %s: %w", wl.Name, err)
+			}
+			if err := qManager.AddOrUpdateWorkload(log, wl); err != nil {
+				// No such LocalQueue: Kueue's workload controller leaves it pending.
+				continue
+			}
 		}
-		if err := qManager.AddOrUpdateWorkload(log, wl); err != nil {
-			// No such LocalQueue: Kueue's workload controller leaves it pending.
-			continue
-		}
+		return nil
 	}
 	// A StrictFIFO head that does not fit stays at the head of its queue, so
 	// Heads never blocks: the scheduler then goes round for ever admitting
-	// nothing. Without a StrictFIFO head, every cycle that admits nothing
-	// moves its heads out of the heaps, so more than one cycle per Workload
-	// in a row without an admission is quiescence too.
-	idle, reserved := 0, 0
-	for idle <= len(s.workloads)+1 {
-		requeuer.ProcessRequeues(ctx)
-		if !kpHasHeads(qManager, cqCache, probes) {
-			admissions.Wait()
+	// nothing. Without a StrictFIFO head, every cycle that neither admits
+	// nor preempts moves its heads out of the heaps, so more than one cycle
+	// per Workload in a row without either is quiescence too.
+	trail := kpTrail{}
+	settle := func() error {
+		idle, reserved := 0, kpProgress(recorder)
+		for idle <= len(s.workloads)+1 {
+			if sched.schedulingCycle >= kpMaxCycles {
+				result.Unsettled = true
+				return nil
+			}
+			requeuer.ProcessRequeues(ctx)
+			if stopped, err := kpStopEvicted(ctx, cl, workloads); err != nil {
+				return err
+			} else if stopped > 0 {
+				requeuer.ProcessRequeues(ctx)
+			}
 			if !kpHasHeads(qManager, cqCache, probes) {
-				break
+				admissions.Wait()
+				if !kpHasHeads(qManager, cqCache, probes) {
+					break
+				}
+			}
+			seen := len(recorder.RecordedEvents)
+			sched.schedule(ctx)
+			admissions.Wait()
+			if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
+				fmt.Fprintf(os.Stderr, "cycle %d\n", sched.schedulingCycle)
+				for _, e := range recorder.RecordedEvents[seen:] {
+					fmt.Fprintf(os.Stderr, "  %s %s: %s\n", e.Key, e.Reason, e.Message)
+				}
+			}
+			if now := kpProgress(recorder); now != reserved {
+				idle, reserved = 0, now
+				trail = kpTrail{}
+			} else {
+				idle++
+				if err := trail.record(ctx, cl); err != nil {
+					return err
+				}
 			}
 		}
-		sched.schedule(ctx)
-		admissions.Wait()
-		if now := kpReserved(recorder); now != reserved {
-			idle, reserved = 0, now
-		} else {
-			idle++
+		return nil
+	}
+	for _, wave := range []bool{false, true} {
+		if err := add(wave); err != nil {
+			return fail("adding workloads", err)
+		}
+		if err := settle(); err != nil {
+			return fail("scheduling", err)
 		}
 	}
 	result.Cycles = sched.schedulingCycle
@@ -288,7 +432,11 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		return fail("listing workloads", err)
 	}
 	for _, wl := range stored.Items {
-		result.Workloads = append(result.Workloads, kpWorkload{Namespace: wl.Namespace, Name: wl.Name, Status: wl.Status})
+		alternates := trail[wl.Namespace+"/"+wl.Name]
+		if len(alternates) < 2 {
+			alternates = nil
+		}
+		result.Workloads = append(result.Workloads, kpWorkload{Namespace: wl.Namespace, Name: wl.Name, Status: wl.Status, Alternates: alternates})
 	}
 	sort.Slice(result.Workloads, func(i, j int) bool {
 		a, b := result.Workloads[i], result.Workloads[j]
