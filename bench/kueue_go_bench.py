@@ -2,7 +2,6 @@
 
     .venv/bin/python bench/kueue_go_bench.py [--shape small|large|both] [--repeat 3]
                                              [--client plain|field-managed|discard]
-                                             [--kueue DIR] [--go PATH]
 
 Kueue's figures measured on this machine, to set beside ``kueue_shapes_bench.py``'s.
 The shapes are the same objects as its ``manifests()``: one ResourceFlavor; N
@@ -14,13 +13,12 @@ spread evenly over the queues, created one second apart.
 - large: 1,000 ClusterQueues, 50,000 Workloads (20,000 admitted).
 
 ``Scheduler.schedule`` is unexported, so the benchmark is a test in Kueue's own
-package, ``kueue_go/shapes_bench_test.go`` (its top comment has the details).
-This script copies Kueue's module from the Go module cache (``go mod download``
-fetches it when missing) into a temporary folder, drops that file into
-``pkg/scheduler/`` in place of upstream's tests there, builds the package's
-test binary once (``go test -c -trimpath``: Go's build cache is shared between
-the temporary folders, so only the first build compiles for minutes), runs the
-binary once per measurement, in a fresh process, and removes the folder.
+package, ``kueue_go/shapes_bench_test.go`` (its top comment has the details),
+with ``tests/parity/upstream/heads_test.go``. ``tests/parity/upstream.py``
+builds the package's test binary with them (Kueue's module at the version
+``scripts/kueue.sh`` pins, from the Go module cache; ``GO`` names the go
+command) and caches it until either file changes; the binary runs once per
+measurement, in a fresh process.
 
 Two measurements per shape, each repeated ``--repeat`` times (best and spread
 printed, since the machine may be shared):
@@ -64,42 +62,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import stat
 import subprocess
 import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kueue_shapes_bench import COHORTS, SHAPES, Shape  # also puts the repository on sys.path
+
+from tests.parity import upstream
+
 HERE = Path(__file__).resolve().parent
 TEST_FILE = HERE / "kueue_go" / "shapes_bench_test.go"
-KUEUE_MODULE = "sigs.k8s.io/kueue"
-KUEUE_VERSION = "v0.19.2"
 RESULT_PREFIX = "KUEUE_SHAPES_RESULT "
-COHORTS = 10
-NOMINAL = 20
-
-
-@dataclass(frozen=True)
-class Shape:
-    """The shapes of ``kueue_shapes_bench.py`` (``SHAPES`` there)."""
-
-    name: str
-    queues: int
-    workloads: int
-
-    @property
-    def expected_admitted(self) -> int:
-        return min(self.workloads, self.queues * NOMINAL)
-
-
-SHAPES = {
-    "small": Shape("small", 30, 15_000),
-    "large": Shape("large", 1_000, 50_000),
-}
 
 TIMED = {"schedule": "Kueue schedule() only", "loading": "Kueue incl. loading"}
 
@@ -115,71 +90,7 @@ class Run:
     schedule_seconds: float
 
 
-def go_env(go: str) -> dict[str, str]:
-    env = dict(os.environ)
-    flags = env.get("GOFLAGS", "").split()
-    if "-buildvcs=false" not in flags:
-        flags.append("-buildvcs=false")
-    env["GOFLAGS"] = " ".join(flags)
-    # The module's go.mod asks for the Go it was released with; use this one.
-    env.setdefault("GOTOOLCHAIN", "local")
-    env["PATH"] = f"{Path(go).parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-def module_dir(go: str, env: dict[str, str]) -> Path:
-    """Kueue's module in the Go module cache, downloaded through GOPROXY when missing."""
-    out = subprocess.run(
-        [go, "mod", "download", "-json", f"{KUEUE_MODULE}@{KUEUE_VERSION}"],
-        env=env,
-        cwd=tempfile.gettempdir(),
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"go mod download failed:\n{out.stdout}{out.stderr}")
-    info: dict[str, Any] = json.loads(out.stdout)
-    return Path(info["Dir"])
-
-
-def make_writable(root: Path) -> None:
-    """The module cache is read-only; so is a copy of it until this runs (chmod -R u+w)."""
-    for folder, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            path = Path(folder) / name
-            if not path.is_symlink():
-                path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    root.chmod(root.stat().st_mode | stat.S_IWUSR)
-
-
-def prepare(source: Path, work: Path) -> Path:
-    """Copy Kueue's module into ``work`` with our test in pkg/scheduler/; return the module's copy."""
-    module = work / "kueue"
-    shutil.copytree(source, module, symlinks=True)
-    make_writable(module)
-    package = module / "pkg" / "scheduler"
-    # Upstream's own tests there are not needed, and are 20,000 lines to compile.
-    for test in package.glob("*_test.go"):
-        test.unlink()
-    shutil.copyfile(TEST_FILE, package / "kueuestream_shapes_bench_test.go")
-    return module
-
-
-def build(go: str, env: dict[str, str], module: Path, binary: Path) -> float:
-    start = time.perf_counter()
-    out = subprocess.run(
-        [go, "test", "-c", "-trimpath", "-o", str(binary), "./pkg/scheduler"],
-        env=env,
-        cwd=module,
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"building Kueue's scheduler test binary failed:\n{out.stdout}{out.stderr}")
-    return time.perf_counter() - start
-
-
-def run_once(binary: Path, package: Path, shape: Shape, timed: str, client: str) -> Run:
+def run_once(binary: Path, shape: Shape, timed: str, client: str) -> Run:
     """One measurement in a fresh process of the test binary."""
     env = dict(os.environ)
     env.update(
@@ -191,7 +102,7 @@ def run_once(binary: Path, package: Path, shape: Shape, timed: str, client: str)
     out = subprocess.run(
         [str(binary), "-test.run", "^TestKueueShapesBench$", "-test.count", "1"],
         env=env,
-        cwd=package,
+        cwd=binary.parent,
         capture_output=True,
         text=True,
     )
@@ -242,33 +153,24 @@ def main() -> None:
     parser.add_argument("--shape", choices=(*SHAPES, "both"), default="both")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--client", choices=("plain", "field-managed", "discard"), default="plain")
-    parser.add_argument("--kueue", type=Path, help="Kueue's module source (default: the Go module cache)")
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    parser.add_argument("--go", default=go, help="the go command (default: %(default)s)")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    env = go_env(args.go)
-    source: Path = args.kueue or module_dir(args.go, env)
-    work = Path(tempfile.mkdtemp(prefix="kueue-go-bench-"))
     try:
-        module = prepare(source, work)
-        binary = work / "scheduler.test"
-        print(f"Kueue {KUEUE_VERSION} from {source}; fake client: {args.client}")
-        print(f"  test binary built in {build(args.go, env, module, binary):.1f} s", flush=True)
-        package = module / "pkg" / "scheduler"
-        for shape in SHAPES.values() if args.shape == "both" else [SHAPES[args.shape]]:
-            print(
-                f"--- {shape.queues:,} ClusterQueues in {COHORTS} cohorts, {shape.workloads:,} Workloads "
-                f"({shape.expected_admitted:,} can be admitted)",
-                flush=True,
-            )
-            for timed, label in TIMED.items():
-                runs = [run_once(binary, package, shape, timed, args.client) for _ in range(args.repeat)]
-                report(label, timed, runs)
-                sys.stdout.flush()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        binary = upstream.build([upstream.HEADS_SOURCE, TEST_FILE], name="shapes")
+    except upstream.UpstreamUnavailable as exc:
+        raise SystemExit(str(exc)) from exc
+    print(f"Kueue {upstream.kueue_version()}: {binary}; fake client: {args.client}", flush=True)
+    for shape in SHAPES.values() if args.shape == "both" else [SHAPES[args.shape]]:
+        print(
+            f"--- {shape.queues:,} ClusterQueues in {COHORTS} cohorts, {shape.workloads:,} Workloads "
+            f"({shape.expected_admitted:,} can be admitted)",
+            flush=True,
+        )
+        for timed, label in TIMED.items():
+            runs = [run_once(binary, shape, timed, args.client) for _ in range(args.repeat)]
+            report(label, timed, runs)
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":

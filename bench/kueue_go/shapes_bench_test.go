@@ -32,7 +32,7 @@
 // scanning every object of the kind, which an informer's index does not.
 //
 // Scheduling: Scheduler.schedule(ctx) is called cycle after cycle until
-// quiescence (see kqsHasHeads). The scheduler's asynchronous admission
+// quiescence (see ksHasHeads). The scheduler's asynchronous admission
 // routine writes each admission to the fake client (server-side apply
 // patches treated as strategic merge, as upstream's unit tests do); the timer
 // stops once every one of them has returned.
@@ -205,41 +205,6 @@ func kqsWorkload(w, queues int) *kueue.Workload {
 	}
 }
 
-// kqsHasHeads reports whether Manager.Heads would return at once, without
-// popping anything. Heads returns the head of the heap of every active
-// ClusterQueue (plus second-pass Workloads, which need TAS or admission
-// checks, absent here) and blocks while there is none. A Workload the
-// scheduler found NoFit is requeued into its ClusterQueue's inadmissible set,
-// not the heap (and SchedulingEquivalenceHashing moves every equivalent
-// Workload there with it); only a cluster event (a Workload finishing or
-// being deleted, a quota or flavor change) moves them back, and there is none
-// here. So once no active ClusterQueue has a Workload in its heap, Kueue's
-// scheduler would block in Heads until such an event: quiescence.
-//
-// ClusterQueue.Pending counts the heap plus the Workload popped last
-// ("inflight", kept after an admission until the next Pop), so a count of one
-// is ambiguous and Dump (the heap only, one entry at most here) settles it.
-func kqsHasHeads(m *qcache.Manager, c *schdcache.Cache, probes []*kueue.Workload) bool {
-	m.RLock()
-	defer m.RUnlock()
-	for _, probe := range probes {
-		cq := m.ClusterQueueForWorkloadWithoutLock(probe)
-		if cq == nil || !c.ClusterQueueActive(cq.GetName()) {
-			continue
-		}
-		active, _ := cq.Pending()
-		if active > 1 {
-			return true
-		}
-		if active == 1 {
-			if _, ok := cq.Dump(); ok {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func TestKueueShapesBench(t *testing.T) {
 	if os.Getenv("KUEUE_SHAPES_QUEUES") == "" {
 		t.Skip("run by bench/kueue_go_bench.py (KUEUE_SHAPES_QUEUES unset)")
@@ -366,7 +331,7 @@ func TestKueueShapesBench(t *testing.T) {
 	cycleLimit := int64(2*workloads + 100)
 	settle := func() {
 		for {
-			for kqsHasHeads(qManager, cqCache, probes) {
+			for ksHasHeads(qManager, cqCache, probes) {
 				sched.schedule(ctx)
 				if sched.schedulingCycle > cycleLimit {
 					t.Fatalf("no quiescence after %d scheduling cycles", sched.schedulingCycle)
@@ -375,7 +340,7 @@ func TestKueueShapesBench(t *testing.T) {
 			// A failed admission patch requeues its Workload from the
 			// admission routine: only quiescent once every routine returned.
 			admissions.Wait()
-			if !kqsHasHeads(qManager, cqCache, probes) {
+			if !ksHasHeads(qManager, cqCache, probes) {
 				return
 			}
 		}

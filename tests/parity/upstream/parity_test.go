@@ -14,9 +14,10 @@
 // handed to Kueue's scheduler cache and queue manager the way Kueue's
 // controllers hand over added objects, in that order; then
 // Scheduler.schedule(ctx) runs cycle after cycle until no active
-// ClusterQueue has a head (Manager.Heads would block): quiescence, since no
-// Workload finishes. Inadmissible requeue notifications are processed before
-// each cycle, as the real requeuer does once its batch period passes.
+// ClusterQueue has a head (Manager.Heads would block, see ksHasHeads in
+// heads_test.go): quiescence, since no Workload finishes. Inadmissible requeue
+// notifications are processed before each cycle, as the real requeuer does
+// once its batch period passes.
 //
 // A Workload the scheduler evicts (preemption) is stopped after the cycle
 // as Kueue's job framework stops a Job's: its Requeued condition set and its
@@ -195,30 +196,6 @@ func kpRead(path string, scheme *runtime.Scheme) (*kpScenario, error) {
 	return s, nil
 }
 
-// kpHasHeads reports whether Manager.Heads would return at once: some active
-// ClusterQueue has a Workload in its heap (Pending counts the heap plus the
-// Workload popped last, so a count of one is settled by Dump, the heap only).
-func kpHasHeads(m *qcache.Manager, c *schdcache.Cache, probes []*kueue.Workload) bool {
-	m.RLock()
-	defer m.RUnlock()
-	for _, probe := range probes {
-		cq := m.ClusterQueueForWorkloadWithoutLock(probe)
-		if cq == nil || !c.ClusterQueueActive(cq.GetName()) {
-			continue
-		}
-		active, _ := cq.Pending()
-		if active > 1 {
-			return true
-		}
-		if active == 1 {
-			if keys, ok := cq.Dump(); ok && len(keys) > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // kpProgress counts the scheduler's reservations and preemptions so far.
 func kpProgress(recorder *utiltesting.EventRecorder) int {
 	n := 0
@@ -391,9 +368,9 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 			} else if stopped > 0 {
 				requeuer.ProcessRequeues(ctx)
 			}
-			if !kpHasHeads(qManager, cqCache, probes) {
+			if !ksHasHeads(qManager, cqCache, probes) {
 				admissions.Wait()
-				if !kpHasHeads(qManager, cqCache, probes) {
+				if !ksHasHeads(qManager, cqCache, probes) {
 					break
 				}
 			}
