@@ -129,7 +129,7 @@ def find_candidates(
     if node.parent is not None and policy.reclaim_within_cohort != "Never":
         only_lower = policy.reclaim_within_cohort == "LowerPriority"
         for other in node.root.borrowing_cluster_queues(pre.preempt_frs):
-            if other is node:
+            if other is node or not over_nominal_to_lca(node, other, pre.preempt_frs):
                 continue
             for cand in admitted.get(other.name, ()):
                 if only_lower and cand.priority >= pre.priority:
@@ -157,6 +157,60 @@ def _may_fit_without_borrowing(pre: Preemptor, node: QuotaNode, candidates: Sequ
     )
 
 
+def _fits_in_quota(node: QuotaNode, requests: Mapping[FR, int]) -> tuple[bool, dict[FR, int]]:
+    """Whether ``requests`` fit in the node's subtree quota beside its usage, and what is
+    left of them once the node's own unused quota is taken (Kueue's ``QuantitiesFitInQuota``)."""
+    fits = all(node.usage.get(fr, 0) + v <= node.subtree.get(fr, 0) for fr, v in requests.items())
+    return fits, {fr: max(0, v - node.local_available(fr)) for fr, v in requests.items()}
+
+
+def advantaged_cohorts(pre: Preemptor, node: QuotaNode) -> set[int]:
+    """The Cohorts (by id) whose other workloads the preemptor has a hierarchical advantage over.
+
+    Kueue's ``collectCandidatesForHierarchicalReclaim``: walking up from the
+    preemptor's ClusterQueue, once its whole usage fits in the subtree quota of
+    a node on that path (the ClusterQueue itself included), every candidate whose
+    lowest common ancestor with the preemptor lies above that node is reclaimed
+    by hierarchy (``HiearchicalReclaim``: ``InCohortReclamation``, whatever the
+    priorities and borrowWithinCohort say).
+    """
+    advantage, remaining = _fits_in_quota(node, pre.usage)
+    out: set[int] = set()
+    cohort = node.parent
+    while cohort is not None:
+        if advantage:
+            out.add(id(cohort))
+        fits, remaining = _fits_in_quota(cohort, remaining)
+        advantage = advantage or fits
+        cohort = cohort.parent
+    return out
+
+
+def _lowest_common_ancestor(node: QuotaNode, other: QuotaNode) -> QuotaNode | None:
+    path = set()
+    n: QuotaNode | None = node.parent
+    while n is not None:
+        path.add(id(n))
+        n = n.parent
+    n = other.parent
+    while n is not None and id(n) not in path:
+        n = n.parent
+    return n
+
+
+def over_nominal_to_lca(node: QuotaNode, other: QuotaNode, frs: frozenset[FR]) -> bool:
+    """Whether ``other`` and every Cohort above it below its lowest common ancestor with
+    ``node`` use more than their quota in one of ``frs`` (Kueue's ``candidateIsValid`` and
+    ``collectCandidatesInSubtree``, which skip a subtree within its nominal quota)."""
+    lca = _lowest_common_ancestor(node, other)
+    n: QuotaNode | None = other
+    while n is not None and n is not lca:
+        if not is_borrowing(n, frs):
+            return False
+        n = n.parent
+    return True
+
+
 def minimal_preemptions(
     pre: Preemptor,
     node: QuotaNode,
@@ -169,16 +223,20 @@ def minimal_preemptions(
         return []
     targets: list[Target] = []
     found = False
+    advantaged = advantaged_cohorts(pre, node) if borrow_below_priority is not None else set()
     for cand in candidates:
         cand_node = nodes[cand.cluster_queue]
         same = cand_node is node
         reason = IN_CLUSTER_QUEUE
         if not same:
-            # An earlier removal may have brought that queue back under its quota.
-            if not is_borrowing(cand_node, pre.preempt_frs):
+            # An earlier removal may have brought that queue, or a Cohort between it and
+            # the preemptor's, back under its quota.
+            if not over_nominal_to_lca(node, cand_node, pre.preempt_frs):
                 continue
             reason = IN_COHORT_RECLAMATION
-            if borrow_below_priority is not None:
+            if id(_lowest_common_ancestor(node, cand_node)) in advantaged:
+                pass  # reclaimed by hierarchy: no borrowWithinCohort threshold applies
+            elif borrow_below_priority is not None:
                 if cand.priority >= borrow_below_priority:
                     allow_borrowing = False
                 else:
