@@ -357,21 +357,31 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 	trail := kpTrail{}
 	settle := func() error {
 		idle, reserved := 0, kpProgress(recorder)
+		// The requeues a stopped job's freed quota asks for wait until the
+		// scheduler has no head left: Kueue's requeuer batches them for a
+		// second, far longer than a cycle.
+		deferred := false
 		for idle <= len(s.workloads)+1 {
 			if sched.schedulingCycle >= kpMaxCycles {
 				result.Unsettled = true
 				return nil
 			}
-			requeuer.ProcessRequeues(ctx)
+			if !deferred {
+				requeuer.ProcessRequeues(ctx)
+			}
 			if stopped, err := kpStopEvicted(ctx, cl, workloads); err != nil {
 				return err
 			} else if stopped > 0 {
-				requeuer.ProcessRequeues(ctx)
+				deferred = true
 			}
 			if !ksHasHeads(qManager, cqCache, probes) {
 				admissions.Wait()
 				if !ksHasHeads(qManager, cqCache, probes) {
-					break
+					if !deferred || requeuer.ProcessRequeues(ctx) == 0 {
+						break
+					}
+					deferred = false
+					continue
 				}
 			}
 			seen := len(recorder.RecordedEvents)
