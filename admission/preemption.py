@@ -187,7 +187,7 @@ def advantaged_cohorts(pre: Preemptor, node: QuotaNode) -> set[int]:
 
 
 def _lowest_common_ancestor(node: QuotaNode, other: QuotaNode) -> QuotaNode | None:
-    path = set()
+    path: set[int] = set()
     n: QuotaNode | None = node.parent
     while n is not None:
         path.add(id(n))

@@ -113,8 +113,8 @@ class PartitionState:
         self._offset = 0
         self._indexes: dict[tuple[str, int], int] = {}
         self._followups = 0
-        # (shard, namespace, name) -> (time, evictions at that time) of each evicted Workload.
-        self._evictions: dict[tuple[str, str, str], tuple[int, int]] = {}
+        # Per shard, the time of its last eviction and how often each Workload was evicted then.
+        self._evictions: dict[str, tuple[int, dict[tuple[str, str], int]]] = {}
 
     # --- input ---------------------------------------------------------------------
 
@@ -329,10 +329,11 @@ class PartitionState:
     def _evicted(self, out: Emitted, shard: str, ref: ObjectRef, offset: int) -> None:
         """Stop the evicted Workload's job, unless its evictions go round in a loop."""
         now = self._time_of(shard)
-        key = (shard, ref.namespace, ref.name)
-        at, count = self._evictions.get(key, (now, 0))
-        count = count + 1 if at == now else 1
-        self._evictions[key] = (now, count)
+        at, counts = self._evictions.get(shard, (now, {}))
+        if at != now:
+            counts = {}
+        count = counts[ref.namespace, ref.name] = counts.get((ref.namespace, ref.name), 0) + 1
+        self._evictions[shard] = (now, counts)
         if count < EVICTIONS_IN_A_ROW:
             self._stop(out, shard, ref, now)
         elif count == EVICTIONS_IN_A_ROW:

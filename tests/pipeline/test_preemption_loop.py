@@ -1,8 +1,9 @@
 """Preemptions that go round for ever end, with the loop reported, when jobs stop at once.
 
-Kueue's scheduler (``makeClassicalIterator`` with ``PrioritizePreemptorWorkloads``
-off, its default) orders a cycle's entries by borrowing depth, priority and
-queue time, not by whether an entry is waiting for the preemptions it issued.
+Kueue's scheduler (``makeClassicalIterator``; the alpha gate
+``PrioritizePreemptorWorkloads`` that changes this comes with 0.20) orders a
+cycle's entries by borrowing depth, priority and queue time, not by whether an
+entry is waiting for the preemptions it issued.
 A preempted Workload that fits again, older than its preemptor and borrowing
 as deep, is admitted first in the next cycle; the preemptor no longer fits and
 preempts it once more. Upstream's scheduler does exactly this on parity
