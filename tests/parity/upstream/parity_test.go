@@ -196,6 +196,24 @@ func kpRead(path string, scheme *runtime.Scheme) (*kpScenario, error) {
 	return s, nil
 }
 
+// kpParked counts the Workloads set aside as inadmissible in every ClusterQueue.
+func kpParked(m *qcache.Manager, probes []*kueue.Workload) int {
+	m.RLock()
+	defer m.RUnlock()
+	seen := map[string]bool{}
+	n := 0
+	for _, probe := range probes {
+		cq := m.ClusterQueueForWorkloadWithoutLock(probe)
+		if cq == nil || seen[string(cq.GetName())] {
+			continue
+		}
+		seen[string(cq.GetName())] = true
+		_, inadmissible := cq.Pending()
+		n += inadmissible
+	}
+	return n
+}
+
 // kpProgress counts the scheduler's reservations and preemptions so far.
 func kpProgress(recorder *utiltesting.EventRecorder) int {
 	n := 0
@@ -357,17 +375,19 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 	trail := kpTrail{}
 	settle := func() error {
 		idle, reserved := 0, kpProgress(recorder)
-		// The requeues a stopped job's freed quota asks for wait until the
-		// scheduler has no head left: Kueue's requeuer batches them for a
-		// second, far longer than a cycle.
-		deferred := false
+		// The requeues a stopped job's freed quota asks for wait until a
+		// cycle changes nothing (no reservation, preemption or head set
+		// aside) or the scheduler has no head left: Kueue's requeuer batches
+		// them for a second, far longer than a run of cycles that do.
+		deferred, quiet := false, false
 		for idle <= len(s.workloads)+1 {
 			if sched.schedulingCycle >= kpMaxCycles {
 				result.Unsettled = true
 				return nil
 			}
-			if !deferred {
+			if !deferred || quiet {
 				requeuer.ProcessRequeues(ctx)
+				deferred = false
 			}
 			if stopped, err := kpStopEvicted(ctx, cl, workloads); err != nil {
 				return err
@@ -384,9 +404,10 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 					continue
 				}
 			}
-			seen := len(recorder.RecordedEvents)
+			seen, parked := len(recorder.RecordedEvents), kpParked(qManager, probes)
 			sched.schedule(ctx)
 			admissions.Wait()
+			quiet = kpProgress(recorder) == reserved && kpParked(qManager, probes) == parked
 			if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
 				fmt.Fprintf(os.Stderr, "cycle %d\n", sched.schedulingCycle)
 				for _, e := range recorder.RecordedEvents[seen:] {
