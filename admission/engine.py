@@ -91,7 +91,7 @@ class Engine:
         elif event.type == EventType.STOPPED and event.ref is not None:
             rec = self.cache.workloads.get((event.ref.namespace, event.ref.name))
             if rec is not None:
-                lifecycle.stopped(rec)
+                lifecycle.stopped(rec, at_once=event.stopped_at_once)
         elif event.type == EventType.FINISHED and event.ref is not None:
             rec = self.cache.workloads.get((event.ref.namespace, event.ref.name))
             if rec is not None:

@@ -53,6 +53,9 @@ class Event:
     # More events of the same batch follow (an initial list, a loaded folder):
     # scheduling waits for the batch's end so that its order does not decide who wins.
     batch: bool = False
+    # A STOPPED the runtime made itself, standing in for the job controller with no
+    # cluster behind it (no status of the Workload comes back through a watch).
+    stopped_at_once: bool = False
 
 
 class Action(StrEnum):

@@ -368,8 +368,9 @@ class Lifecycle:
 
         With a cluster, QuotaReserved=False/PendingEvaluation beside Evicted=True is
         how Kueue's job integration says an evicted workload's job stopped
-        (``agents/kube/stop_signal.py``); the engine never writes that pair itself,
-        so its own status coming back late through a watch cannot release quota.
+        (``agents/kube/stop_signal.py``); the engine writes that pair itself only
+        after a stop it made with no cluster behind it, so its own status coming
+        back late through a watch cannot release quota.
         """
         if self._granular() and not rec.conditions.is_true(EVICTED):
             return PENDING_EVALUATION
@@ -525,8 +526,14 @@ class Lifecycle:
             rec.conditions.set(PREEMPTED, True, preempted_reason, message, self.now_ms)
         self._mark(rec, Action.EVICTED)
 
-    def stopped(self, rec: WorkloadRecord) -> None:
-        """The evicted workload's job stopped: its quota is free and it queues again."""
+    def stopped(self, rec: WorkloadRecord, *, at_once: bool = False) -> None:
+        """The evicted workload's job stopped: its quota is free and it queues again.
+
+        QuotaReserved becomes False with the eviction's message, as Kueue's job
+        integration leaves it (``UnsetQuotaReservationWithCondition``): reason
+        PendingEvaluation when the runtime stopped the job itself (``at_once``,
+        no cluster behind it), otherwise as :meth:`_evaluation_reason` says.
+        """
         if rec.phase != Phase.ADMITTED or not rec.evicting:
             return
         evicted = rec.conditions.get(EVICTED)
@@ -536,7 +543,8 @@ class Lifecycle:
         rec.phase = Phase.PENDING
         rec.evicting = False
         rec.conditions.set(REQUEUED, reason in ("Preempted", "NodeFailures"), reason, message, self.now_ms)
-        rec.conditions.set(QUOTA_RESERVED, False, self._evaluation_reason(rec), message, self.now_ms)
+        pending = PENDING_EVALUATION if at_once and self._granular() else self._evaluation_reason(rec)
+        rec.conditions.set(QUOTA_RESERVED, False, pending, message, self.now_ms)
         rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
         if reason == EVICTED_BY_CHECK and (rec.requeue_at_ms is None or rec.requeue_at_ms <= self.now_ms):
             self._end_backoff(rec)

@@ -199,6 +199,9 @@ class PartitionState:
             ref=event.ref,
             manifest=manifest,
             batch=event.type != EventType.TICK,
+            # The runtime's own job controller appends its STOPPED records with an
+            # origin on kueue.admission; a cluster's stops come from ingest.
+            stopped_at_once=event.type == EventType.STOPPED and entry.origin.stream.startswith("admission/"),
         )
 
     # --- handovers -----------------------------------------------------------------

@@ -116,7 +116,9 @@ class Run:
         while True:
             while queue:
                 ref = queue.pop(0)
-                more = self.engine.apply(Event(EventType.STOPPED, self.time_ms, ref=ref))
+                more = self.engine.apply(
+                    Event(EventType.STOPPED, self.time_ms, ref=ref, stopped_at_once=True)
+                )
                 self.decisions += more
                 out += more
                 queue += [d.ref for d in more if d.action == Action.EVICTED]

@@ -8,9 +8,10 @@ removed and ``Evicted`` stays True (``JobReconciler.ReconcileGenericJob``,
 step "handle eviction", and ``workload.UnsetQuotaReservationWithCondition``).
 Seeing that status is what releases the quota.
 
-The engine never writes that reason while Evicted is True, so a status it
-decided earlier and that comes back through the watch late (say, the one after
-a previous eviction) cannot be mistaken for it.
+With a cluster behind it the engine never writes that reason while Evicted is
+True (only the runtime's own job controller, with no cluster, has it do so), so
+a status it decided earlier and that comes back through the watch late (say,
+the one after a previous eviction) cannot be mistaken for it.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kueuestream.admission.events import Action
 from tests.helpers import cluster_queue, flavor, run, workload
 
@@ -179,3 +181,57 @@ def test_preemptor_waits_until_victims_release_quota() -> None:
     assert [(d.ref.name, d.action) for d in after] == [("low", Action.PENDING), ("high", Action.ADMITTED)]
     requeued = next(c for c in after[0].status["conditions"] if c["type"] == "Requeued")
     assert (requeued["status"], requeued["reason"]) == ("True", "Preempted")
+
+
+@pytest.mark.parametrize(
+    ("at_once", "gate", "reason"),
+    [
+        (True, True, "PendingEvaluation"),
+        (False, True, "Pending"),
+        (True, False, "Pending"),
+        (False, False, "Pending"),
+    ],
+)
+def test_a_stopped_victim_waits_with_the_reason_kueues_job_integration_writes(
+    at_once: bool, gate: bool, reason: str
+) -> None:
+    """The stop as Kueue's job integration writes it (``GenericJobReconciler``, "handle
+    eviction"): ``UnsetQuotaReservationWithCondition`` with ``PendingEvaluation`` (gate
+    UnadmittedWorkloadsObservability on; ``Pending`` off) and the eviction's message,
+    Evicted staying True. Stopped by the runtime itself (no cluster) the engine writes
+    just that; stopped by a cluster's job integration it keeps the legacy ``Pending``, so
+    that its own status coming back late through a watch never reads as a second stop
+    (``agents/kube/stop_signal.py``)."""
+    from kueuestream.admission.api.config import Configuration
+    from kueuestream.admission.engine import Engine
+    from kueuestream.admission.events import Event, EventType
+    from tests.helpers import docs_of
+
+    config = Configuration.model_validate({"featureGates": {"UnadmittedWorkloadsObservability": gate}})
+    engine = Engine(config)
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4, spec_extra="  preemption: {withinClusterQueue: LowerPriority}")
+        + workload("low", "q", cpu="4", priority=1)
+    )
+    docs = docs_of(text)
+    for i, d in enumerate(docs):
+        engine.apply(Event(EventType.UPSERT, 1000, manifest=d, batch=i < len(docs) - 1))
+    out = engine.apply(
+        Event(EventType.UPSERT, 2000, manifest=docs_of(workload("high", "q", cpu="4", priority=9))[0])
+    )
+    evicted = next(d for d in out if d.ref.name == "low" and d.action == Action.EVICTED)
+    eviction = next(c for c in evicted.status["conditions"] if c["type"] == "Evicted")
+    # In one batch with what follows: the status the stop itself leaves, before any cycle.
+    stop = Event(EventType.STOPPED, 3000, ref=evicted.ref, batch=True, stopped_at_once=at_once)
+    [requeued] = engine.apply(stop)
+    assert requeued.action == Action.REQUEUED
+    conditions = {c["type"]: c for c in requeued.status["conditions"]}
+    reserved = conditions["QuotaReserved"]
+    assert (reserved["status"], reserved["reason"], reserved["message"]) == (
+        "False",
+        reason,
+        eviction["message"],
+    )
+    assert conditions["Evicted"]["status"] == "True"
+    assert "admission" not in requeued.status

@@ -1,4 +1,6 @@
-"""Preemptions that go round for ever end, with the loop reported, when jobs stop at once.
+"""The embedded runtime's job controller: how it stops victims, and where it stops stopping them.
+
+Preemptions that go round for ever end, with the loop reported, when jobs stop at once.
 
 Kueue's scheduler (``makeClassicalIterator``; the alpha gate
 ``PrioritizePreemptorWorkloads`` that changes this comes with 0.20) orders a
@@ -17,8 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from kueuestream.admission.events import Action
 from kueuestream.agents.admission_shards import EVICTIONS_IN_A_ROW
+from kueuestream.agents.embedded.memory_log import MemoryLog
+from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
 from kueuestream.agents.embedded.runtime import admit
+from kueuestream.agents.sources.watch_events import listing_events
+from kueuestream.streams import codec
+from kueuestream.streams.schemas import DecisionRecord
 from tests.parity.check import admit_in_waves
 from tests.parity.scenarios import WAVE, scenario
 
@@ -60,6 +68,36 @@ def test_a_workload_preempted_once_still_has_its_job_stopped_and_queues_again() 
     assert "admission" not in low["status"]
     assert _conditions(low)["Requeued"] == ("True", "Preempted")
     assert _conditions(low)["QuotaReserved"][0] == "False"
+
+
+def test_the_runtime_stops_a_victim_as_kueues_job_integration_does() -> None:
+    """The Requeued decision of a victim whose job the runtime stopped carries
+    QuotaReserved=False/PendingEvaluation with the eviction's message, Evicted still
+    True: what Kueue's job integration writes (``GenericJobReconciler``, "handle
+    eviction", ``UnsetQuotaReservationWithCondition``)."""
+    log = MemoryLog()
+    pipeline = EmbeddedPipeline(log)
+    for wave in (
+        [*_cluster(), _workload("low", priority=0, created=1, cpu=4)],
+        [_workload("high", priority=10, created=2, cpu=4)],
+    ):
+        events, _ = listing_events(wave, NOW_MS)
+        pipeline.submit(events)
+        pipeline.pump()
+    topic = pipeline.names.decisions
+    decisions = [
+        codec.decode(r.value, DecisionRecord)
+        for p in range(pipeline.partitions)
+        for r in log.read_sync(topic, p, 0)
+    ]
+    [requeued] = [d for d in decisions if d.ref.name == "low" and d.action == Action.REQUEUED]
+    conditions = {c["type"]: c for c in requeued.status["conditions"]}
+    assert (conditions["QuotaReserved"]["status"], conditions["QuotaReserved"]["reason"]) == (
+        "False",
+        "PendingEvaluation",
+    )
+    assert conditions["QuotaReserved"]["message"] == conditions["Evicted"]["message"]
+    assert conditions["Evicted"]["status"] == "True"
 
 
 def _cluster() -> list[dict[str, Any]]:
