@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kueuestream.admission.events import Action
-from tests.helpers import cluster_queue, flavor, run, workload
+from kueuestream.admission.engine import Engine
+from kueuestream.admission.events import Action, Decision, Event, EventType
+from tests.helpers import cluster_queue, docs_of, flavor, run, workload
 
 CQ4 = "default: [{name: cpu, nominalQuota: 4}]"
 
@@ -150,13 +151,9 @@ def test_borrow_within_cohort_preempts_lower_priority_while_borrowing() -> None:
     assert r.condition("b-big", "Preempted")["reason"] == "InCohortReclaimWhileBorrowing"
 
 
-def test_preemptor_waits_until_victims_release_quota() -> None:
-    # Without the job controller stopping the victim, the preemptor stays pending.
-    from kueuestream.admission.engine import Engine
-    from kueuestream.admission.events import Event, EventType
-    from tests.helpers import docs_of
-
-    engine = Engine()
+def _high_arrives_over_low(engine: Engine) -> list[Decision]:
+    """A queue of 4 cpus filled by "low" (priority 1); then "high" (priority 9, 4 cpus) arrives:
+    the decisions of its arrival, with no job controller stopping the victim."""
     text = (
         flavor("default")
         + cluster_queue("q", CQ4, spec_extra="  preemption: {withinClusterQueue: LowerPriority}")
@@ -165,9 +162,15 @@ def test_preemptor_waits_until_victims_release_quota() -> None:
     docs = docs_of(text)
     for i, d in enumerate(docs):
         engine.apply(Event(EventType.UPSERT, 1000, manifest=d, batch=i < len(docs) - 1))
-    out = engine.apply(
+    return engine.apply(
         Event(EventType.UPSERT, 2000, manifest=docs_of(workload("high", "q", cpu="4", priority=9))[0])
     )
+
+
+def test_preemptor_waits_until_victims_release_quota() -> None:
+    # Without the job controller stopping the victim, the preemptor stays pending.
+    engine = Engine()
+    out = _high_arrives_over_low(engine)
     assert sorted((d.ref.name, d.action) for d in out) == [
         ("high", Action.PENDING),
         ("low", Action.EVICTED),
@@ -203,23 +206,10 @@ def test_a_stopped_victim_waits_with_the_reason_kueues_job_integration_writes(
     that its own status coming back late through a watch never reads as a second stop
     (``agents/kube/stop_signal.py``)."""
     from kueuestream.admission.api.config import Configuration
-    from kueuestream.admission.engine import Engine
-    from kueuestream.admission.events import Event, EventType
-    from tests.helpers import docs_of
 
     config = Configuration.model_validate({"featureGates": {"UnadmittedWorkloadsObservability": gate}})
     engine = Engine(config)
-    text = (
-        flavor("default")
-        + cluster_queue("q", CQ4, spec_extra="  preemption: {withinClusterQueue: LowerPriority}")
-        + workload("low", "q", cpu="4", priority=1)
-    )
-    docs = docs_of(text)
-    for i, d in enumerate(docs):
-        engine.apply(Event(EventType.UPSERT, 1000, manifest=d, batch=i < len(docs) - 1))
-    out = engine.apply(
-        Event(EventType.UPSERT, 2000, manifest=docs_of(workload("high", "q", cpu="4", priority=9))[0])
-    )
+    out = _high_arrives_over_low(engine)
     evicted = next(d for d in out if d.ref.name == "low" and d.action == Action.EVICTED)
     eviction = next(c for c in evicted.status["conditions"] if c["type"] == "Evicted")
     # In one batch with what follows: the status the stop itself leaves, before any cycle.

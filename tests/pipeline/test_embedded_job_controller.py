@@ -27,6 +27,14 @@ from kueuestream.agents.embedded.runtime import admit
 from kueuestream.agents.sources.watch_events import listing_events
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import DecisionRecord
+from tests.helpers import (
+    NS,
+    cluster_queue_manifest,
+    created_at,
+    flavor_manifest,
+    local_queue_manifest,
+    workload_manifest,
+)
 from tests.parity.check import admit_in_waves
 from tests.parity.scenarios import WAVE, scenario
 
@@ -101,59 +109,17 @@ def test_the_runtime_stops_a_victim_as_kueues_job_integration_does() -> None:
 
 
 def _cluster() -> list[dict[str, Any]]:
-    api = "kueue.x-k8s.io/v1beta2"
+    """One ClusterQueue of 4 cpus preempting lower priorities, and its LocalQueue ``lq``."""
     return [
-        {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "default"}},
-        {
-            "apiVersion": api,
-            "kind": "ClusterQueue",
-            "metadata": {"name": "cq"},
-            "spec": {
-                "namespaceSelector": {},
-                "preemption": {"withinClusterQueue": "LowerPriority"},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu"],
-                        "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}],
-                    }
-                ],
-            },
-        },
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}},
-        {
-            "apiVersion": api,
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": "team"},
-            "spec": {"clusterQueue": "cq"},
-        },
+        flavor_manifest("default"),
+        cluster_queue_manifest(
+            "cq", [(["cpu"], [("default", {"cpu": 4})])], preemption={"withinClusterQueue": "LowerPriority"}
+        ),
+        local_queue_manifest("lq", "cq", NS),
     ]
 
 
 def _workload(name: str, *, priority: int, created: int, cpu: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {
-            "name": name,
-            "namespace": "team",
-            "creationTimestamp": f"2026-01-01T00:00:0{created}Z",
-        },
-        "spec": {
-            "queueName": "lq",
-            "priority": priority,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {"name": "c", "image": "pause", "resources": {"requests": {"cpu": str(cpu)}}}
-                            ],
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return workload_manifest(
+        name, "lq", {"cpu": str(cpu)}, namespace=NS, priority=priority, created=created_at(created)
+    )
