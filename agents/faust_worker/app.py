@@ -481,7 +481,9 @@ class Runtime:
 
         async def publish() -> None:
             try:
-                if await asyncio.wait_for(delivered, SNAPSHOT_WAIT):
+                async with asyncio.timeout(SNAPSHOT_WAIT):
+                    written = await delivered
+                if written:
                     await (await self.snapshots()).write_routing(offset, ends, digest, blob)
                     log.info("ingest routing: snapshot at offset %d written (%d bytes)", offset, len(blob))
             except (TimeoutError, KafkaError, LogError) as exc:
@@ -513,9 +515,12 @@ class Runtime:
 
         async def publish() -> None:
             try:
-                if not await asyncio.wait_for(delivered, SNAPSHOT_WAIT):
+                async with asyncio.timeout(SNAPSHOT_WAIT):
+                    written = await delivered
+                if not written:
                     return
-                mark = await asyncio.wait_for(writer.committed_through(made), SNAPSHOT_WAIT)
+                async with asyncio.timeout(SNAPSHOT_WAIT):
+                    mark = await writer.committed_through(made)
                 if mark is None:
                     return
                 covers = Coverage(partition, offset, made, mark, ends, digest)

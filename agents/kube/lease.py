@@ -126,7 +126,8 @@ class LeaseElector:
             raise LeaseLost(f"{self.settings.where} is no longer held by {self.settings.identity}")
 
     async def _call(self, call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-        return await asyncio.wait_for(call, timeout=self.settings.retry_period_s)
+        async with asyncio.timeout(self.settings.retry_period_s):
+            return await call
 
     async def try_acquire_or_renew(self) -> bool:
         s = self.settings

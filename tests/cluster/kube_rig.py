@@ -262,6 +262,9 @@ async def cluster(kube_config: str) -> AsyncIterator[Rig]:
         yield Rig(conn)
 
 
+_REPO = str(Path(__file__).resolve().parents[2])  # so that -m finds tests.cluster.cli_child
+
+
 class Cli:
     """A ``kueuestream`` command running in a child process, its output read as it comes."""
 
@@ -297,10 +300,17 @@ class Cli:
         try:
             await asyncio.wait_for(self.process.wait(), 60)
         except TimeoutError:
-            self.process.kill()  # never leave it running past the test
+            self.process.send_signal(signal.SIGUSR1)  # cli_child prints its threads and tasks
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self.process.wait(), 3)
+            if self.process.returncode is None:
+                self.process.kill()  # never leave it running past the test
             await self.process.wait()
             await self._reading
-            raise AssertionError(f"the command did not stop within 60 s of signal {sig}") from None
+            tail = "\n".join(self.lines[-200:])
+            raise AssertionError(
+                f"the command did not stop within 60 s of signal {sig}; its last output:\n{tail}"
+            ) from None
         await self._reading
 
 
@@ -308,10 +318,10 @@ async def start_cli(*args: str) -> Cli:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "kueuestream",
+        "tests.cluster.cli_child",
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": _REPO},
     )
     return Cli(process)
