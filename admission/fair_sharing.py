@@ -253,7 +253,7 @@ class FairSharing:
         admitted: Mapping[str, Sequence[Candidate]],
     ) -> list[Target]:
         """Fair-sharing preemption targets; the quota tree is left as it was found."""
-        candidates = find_candidates(pre, cq.obj.spec.preemption, cq.node, admitted)
+        candidates = find_candidates(pre, cq.obj.spec.preemption, cq.node, admitted, hierarchical=False)
         if not candidates:
             return []
         run = _PreemptionRun(self, pre, cq.node, nodes, self.weights)

@@ -115,7 +115,18 @@ def find_candidates(
     policy: Preemption,
     node: QuotaNode,
     admitted: Mapping[str, Sequence[Candidate]],
+    *,
+    hierarchical: bool,
 ) -> list[Candidate]:
+    """The workloads the policies let ``pre`` evict, in Kueue's candidate order.
+
+    Another queue's workloads are candidates while that queue borrows on a pair
+    needing preemption (Kueue's ``findCandidates``, ``cqIsBorrowing``). With
+    ``hierarchical`` (classical preemption), so must every Cohort between it and
+    its lowest common ancestor with the preemptor's queue: Kueue's
+    ``collectCandidatesInSubtree`` leaves a subtree within its quota alone, where
+    fair sharing's ``findCandidates`` looks at the queue only.
+    """
     out: list[Candidate] = []
     if policy.within_cluster_queue != "Never":
         newer_equal = policy.within_cluster_queue == "LowerOrNewerEqualPriority"
@@ -129,7 +140,7 @@ def find_candidates(
     if node.parent is not None and policy.reclaim_within_cohort != "Never":
         only_lower = policy.reclaim_within_cohort == "LowerPriority"
         for other in node.root.borrowing_cluster_queues(pre.preempt_frs):
-            if other is node or not over_nominal_to_lca(node, other, pre.preempt_frs):
+            if other is node or (hierarchical and not over_nominal_to_lca(node, other, pre.preempt_frs)):
                 continue
             for cand in admitted.get(other.name, ()):
                 if only_lower and cand.priority >= pre.priority:
@@ -272,7 +283,7 @@ def classical_targets(
     nodes: Mapping[str, QuotaNode],
     admitted: Mapping[str, Sequence[Candidate]],
 ) -> list[Target]:
-    candidates = find_candidates(pre, policy, node, admitted)
+    candidates = find_candidates(pre, policy, node, admitted, hierarchical=True)
     if not candidates:
         return []
     same_queue = [c for c in candidates if c.cluster_queue == pre.cluster_queue]
