@@ -33,7 +33,7 @@ go_bin() {
     if [[ -n "${GO:-}" ]]; then echo "$GO"; return 0; fi
     if command -v go >/dev/null 2>&1; then command -v go; return 0; fi
     if [[ -x /usr/local/go/bin/go ]]; then echo /usr/local/go/bin/go; return 0; fi
-    die "go not found: building upstream Kueue needs Go 1.25 or newer (https://go.dev/doc/install); or set GO=/path/to/go"
+    die "go not found: building upstream Kueue v0.19.2 needs Go 1.26 or newer (https://go.dev/doc/install); or set GO=/path/to/go"
 }
 
 cmd_build() {

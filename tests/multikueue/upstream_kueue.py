@@ -30,15 +30,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import background_builds
+
 ROOT = Path(__file__).resolve().parents[2]
 KUEUE_SH = ROOT / "scripts" / "kueue.sh"
 START_TIMEOUT_S = 120.0
-# .ci/run builds upstream Kueue while the other tests run: ~750 s of CPU with cold Go caches.
-BUILD_WAIT_S = 2400.0
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() == "true"
 
 
 def _kueue_sh(command: str) -> subprocess.CompletedProcess[str]:
@@ -52,20 +48,6 @@ def _kueue_sh(command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _built_in_background(build: Path) -> Path:
-    """The binary of the ``scripts/kueue.sh build`` that ``.ci/run`` runs in ``build``, once it ends."""
-    rc = build / "rc"
-    deadline = time.monotonic() + BUILD_WAIT_S
-    while not rc.is_file():
-        if time.monotonic() > deadline:
-            pytest.fail(f"scripts/kueue.sh build not done after {BUILD_WAIT_S:g}s ({build})", pytrace=False)
-        time.sleep(2)
-    if rc.read_text().strip() != "0":
-        log = (build / "log").read_text(errors="replace")[-4000:]
-        pytest.fail(f"scripts/kueue.sh build failed (exit {rc.read_text().strip()}):\n{log}", pytrace=False)
-    return Path((build / "out").read_text().strip().splitlines()[-1])
-
-
 def binary() -> Path:
     """Upstream's manager binary.
 
@@ -75,14 +57,14 @@ def binary() -> Path:
     ``CI=true``: the test fails; elsewhere it is skipped with the command to run.
     """
     given = os.environ.get("KUEUESTREAM_KUEUE_BIN", "").strip()
-    building = os.environ.get("KUEUESTREAM_KUEUE_BUILD", "").strip()
-    if not given and building:
-        given = str(_built_in_background(Path(building)))
+    building = background_builds.folder()
+    if not given and building is not None:
+        given = str(background_builds.wait_for(building, "", "scripts/kueue.sh build"))
     if given:
         if not os.access(given, os.X_OK):
             pytest.fail(f"upstream Kueue binary {given}: not an executable file", pytrace=False)
         return Path(given)
-    if _in_ci():
+    if background_builds.in_ci():
         pytest.fail(
             "neither KUEUESTREAM_KUEUE_BIN nor KUEUESTREAM_KUEUE_BUILD is set under CI=true: "
             ".ci/run must build upstream Kueue (scripts/kueue.sh build)",

@@ -1,6 +1,6 @@
 """Side by side with upstream Kueue's scheduler: the same scenarios through both, outcomes compared.
 
-    .venv/bin/python -m tests.parity.check [--seeds 0:200] [--preemption] [--keep DIR]
+    .venv/bin/python -m tests.parity.check [--seeds 0:200] [--preemption] [--fair-sharing] [--keep DIR]
 
 For every Workload: its admission (ClusterQueue, and per pod set the flavors,
 count and resource usage) and its ``QuotaReserved`` and ``Admitted``
@@ -11,6 +11,10 @@ scenario's seed; ``--keep`` leaves the scenario files in DIR to look at.
 wave of Workloads (see :func:`~tests.parity.scenarios.scenario`), and
 compares the ``Evicted``, ``Preempted`` and ``Requeued`` conditions too. Both
 sides play the job controller, stopping an evicted Workload's job at once.
+
+``--fair-sharing`` turns fair sharing on (a Configuration with random
+preemption strategies) and gives Cohorts and ClusterQueues random weights;
+with ``--preemption`` it checks fair sharing's preemption too.
 """
 
 from __future__ import annotations
@@ -42,10 +46,12 @@ def file_name(seed: int) -> str:
     return f"{seed:06d}.yaml"
 
 
-def write(seeds: Iterable[int], folder: Path, *, preemption: bool) -> dict[str, list[dict[str, Any]]]:
+def write(
+    seeds: Iterable[int], folder: Path, *, preemption: bool, fair_sharing: bool
+) -> dict[str, list[dict[str, Any]]]:
     written = {}
     for seed in seeds:
-        docs = scenario(seed, preemption=preemption)
+        docs = scenario(seed, preemption=preemption, fair_sharing=fair_sharing)
         (folder / file_name(seed)).write_text(yaml.safe_dump_all(docs, sort_keys=False))
         written[file_name(seed)] = docs
     return written
@@ -145,13 +151,15 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     return pipeline.admission.workload_objects(), errors
 
 
-def compare(seeds: list[int], folder: Path, *, preemption: bool = False) -> dict[int, list[str]]:
+def compare(
+    seeds: list[int], folder: Path, *, preemption: bool = False, fair_sharing: bool = False
+) -> dict[int, list[str]]:
     """The differences per seed (seeds whose outcomes agree are left out).
 
     A scenario upstream does not settle (Workloads preempting each other back
     and forth) is not compared: its outcome depends on where the run stops.
     """
-    written = write(seeds, folder, preemption=preemption)
+    written = write(seeds, folder, preemption=preemption, fair_sharing=fair_sharing)
     kinds = PREEMPTION_CONDITIONS if preemption else COMPARED_CONDITIONS
     results = upstream.run(folder)
     found: dict[int, list[str]] = {}
@@ -189,14 +197,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--preemption", action="store_true", help="preemption policies and a second wave of Workloads"
     )
+    parser.add_argument(
+        "--fair-sharing", action="store_true", help="fair sharing on, with weights and preemption strategies"
+    )
     args = parser.parse_args(argv)
     seeds = _seeds(args.seeds)
+    how = {"preemption": args.preemption, "fair_sharing": args.fair_sharing}
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-        found = compare(seeds, args.keep, preemption=args.preemption)
+        found = compare(seeds, args.keep, **how)
     else:
         with tempfile.TemporaryDirectory(prefix="kueue-parity-") as tmp:
-            found = compare(seeds, Path(tmp), preemption=args.preemption)
+            found = compare(seeds, Path(tmp), **how)
     unsettled = sorted(seed for seed, diff in found.items() if diff == [UNSETTLED])
     for seed, diff in sorted(found.items()):
         print(f"seed {seed}:")

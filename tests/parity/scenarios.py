@@ -13,7 +13,8 @@ What varies: flavor order and fungibility (``whenCanBorrow`` /
 included), borrowing and lending limits, cohorts with their own quotas and
 parents, namespace selectors, queueing strategy, priorities, creation times,
 several pod sets, partial admission (``minCount``), Workloads that can never
-fit, and Workloads whose LocalQueue or ClusterQueue is missing.
+fit, and Workloads whose LocalQueue or ClusterQueue is missing; optionally
+preemption policies with a second wave, and fair sharing with weights.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import random
 from typing import Any
 
 API = "kueue.x-k8s.io/v1beta2"
+CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
 T0 = 1_700_000_000
 FUNGIBILITY = ("MayStopSearch", "TryNextFlavor")
 RESOURCES = ("cpu", "memory", "example.com/gpu")
@@ -93,14 +95,49 @@ def _preemption(rng: random.Random) -> dict[str, Any]:
     }
 
 
-def scenario(seed: int, *, preemption: bool = False) -> list[dict[str, Any]]:
+def _fair_sharing(rng: random.Random) -> dict[str, Any]:
+    """A Configuration turning fair sharing on, with one of the strategy lists Kueue accepts."""
+    strategies = rng.choice(
+        [
+            ["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+            ["LessThanOrEqualToFinalShare"],
+            ["LessThanInitialShare"],
+        ]
+    )
+    return {
+        "apiVersion": CONFIG_API,
+        "kind": "Configuration",
+        "fairSharing": {"preemptionStrategies": strategies},
+    }
+
+
+def _weigh(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """Random ``fairSharing.weight``s on Cohorts and ClusterQueues; 0 included, unset kept for some."""
+    for doc in docs:
+        if doc["kind"] in ("Cohort", "ClusterQueue") and rng.random() < 0.7:
+            doc["spec"]["fairSharing"] = {"weight": rng.choice(["0", "500m", "1", "1", "2", "3"])}
+
+
+def scenario(seed: int, *, preemption: bool = False, fair_sharing: bool = False) -> list[dict[str, Any]]:
     """The manifests of scenario ``seed`` (the same seed gives the same scenario).
 
     With ``preemption``, ClusterQueues take random preemption policies, and
     about half of the Workloads, of higher priorities on the whole, arrive in a
     second wave (annotated :data:`WAVE`) once the first has settled, so that
-    they find the quota taken.
+    they find the quota taken. With ``fair_sharing``, a Configuration turns
+    fair sharing on with random preemption strategies, and Cohorts and
+    ClusterQueues take random weights; the rest of the scenario is the one
+    the seed gives without it.
     """
+    docs = _scenario(seed, preemption)
+    if fair_sharing:
+        fair = random.Random(f"fair-sharing-{seed}")  # its own draws: the rest stays as without
+        _weigh(fair, docs)
+        docs.insert(0, _fair_sharing(fair))
+    return docs
+
+
+def _scenario(seed: int, preemption: bool) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     flavors = [f"flavor-{i}" for i in range(rng.randint(1, 3))]
     covered = sorted(rng.sample(RESOURCES, rng.randint(1, 2)), key=RESOURCES.index)

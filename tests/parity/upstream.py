@@ -49,7 +49,7 @@ def go_binary() -> str:
     for candidate in (os.environ.get("GO", ""), shutil.which("go") or "", "/usr/local/go/bin/go"):
         if candidate and Path(candidate).is_file():
             return candidate
-    raise UpstreamUnavailable("go not found: upstream's scheduler needs Go 1.25 or newer (or set GO)")
+    raise UpstreamUnavailable("go not found: upstream's scheduler needs Go 1.26 or newer (or set GO)")
 
 
 def _cache() -> Path:

@@ -8,7 +8,10 @@
 // folder of scenarios.
 //
 // A scenario is one multi-document YAML file of ResourceFlavors, Cohorts,
-// ClusterQueues, Namespaces, LocalQueues and Workloads, written with every
+// ClusterQueues, Namespaces, LocalQueues and Workloads, and optionally a
+// Configuration whose fairSharing stanza turns fair sharing on in the
+// scheduler cache and the scheduler (as Kueue's main does from the
+// Configuration file); written with every
 // field the API server would default already set (the harness applies no
 // defaulting). Its objects are stored in controller-runtime's fake client and
 // handed to Kueue's scheduler cache and queue manager the way Kueue's
@@ -73,6 +76,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	config "sigs.k8s.io/kueue/apis/config/v1beta2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	qcache "sigs.k8s.io/kueue/pkg/cache/queue"
 	schdcache "sigs.k8s.io/kueue/pkg/cache/scheduler"
@@ -138,6 +142,7 @@ func (t kpTrail) record(ctx context.Context, cl client.Client) error {
 }
 
 type kpScenario struct {
+	fairSharing   *config.FairSharing // set: fair sharing on, with these strategies
 	flavors       []*kueue.ResourceFlavor
 	cohorts       []*kueue.Cohort
 	clusterQueues []*kueue.ClusterQueue
@@ -150,6 +155,7 @@ func kpScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(kueue.AddToScheme(scheme))
+	utilruntime.Must(config.AddToScheme(scheme))
 	return scheme
 }
 
@@ -177,6 +183,8 @@ func kpRead(path string, scheme *runtime.Scheme) (*kpScenario, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		switch o := obj.(type) {
+		case *config.Configuration:
+			s.fairSharing = o.FairSharing
 		case *kueue.ResourceFlavor:
 			s.flavors = append(s.flavors, o)
 		case *kueue.Cohort:
@@ -290,10 +298,10 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: utiltesting.TreatSSAAsStrategicMerge}).
 		Build()
 	recorder := &utiltesting.EventRecorder{}
-	cqCache := schdcache.New(cl)
+	cqCache := schdcache.New(cl, schdcache.WithFairSharing(s.fairSharing != nil))
 	expectations := preemptexpectations.New()
 	qManager, requeuer := qcache.NewManagerForUnitTestsWithRequeuer(cl, cqCache, qcache.WithPreemptionExpectations(expectations))
-	sched := New(qManager, cqCache, cl, recorder, WithPreemptionExpectations(expectations))
+	sched := New(qManager, cqCache, cl, recorder, WithPreemptionExpectations(expectations), WithFairSharing(s.fairSharing))
 	workloads := core.NewWorkloadReconciler(cl, qManager, cqCache, recorder, core.WithPreemptionExpectations(expectations))
 	var admissions sync.WaitGroup
 	sched.setAdmissionRoutineWrapper(routine.NewWrapper(
