@@ -2,9 +2,9 @@
 
 Candidates are workloads of the same ClusterQueue (withinClusterQueue) and
 workloads of ClusterQueues in the same cohort tree that borrow
-(reclaimWithinCohort). The smallest set is found Kueue's way: remove
-candidates in order until the preemptor fits, then put back every one whose
-removal turned out to be unnecessary.
+(reclaimWithinCohort). The smallest set is found Kueue's way
+(``classicalPreemptions``): remove candidates in order until the preemptor
+fits, then put back every one whose removal turned out to be unnecessary.
 """
 
 from __future__ import annotations
@@ -151,23 +151,6 @@ def find_candidates(
     return out
 
 
-def _may_fit_without_borrowing(pre: Preemptor, node: QuotaNode, candidates: Sequence[Candidate]) -> bool:
-    """Whether evicting every candidate of the preemptor's own queue keeps it within nominal.
-
-    Evictions elsewhere never lower this queue's own usage, so when even this
-    fails the search below cannot succeed and is skipped.
-    """
-    freed: dict[FR, int] = {}
-    for cand in candidates:
-        if cand.cluster_queue == pre.cluster_queue:
-            for fr, amount in cand.usage.items():
-                freed[fr] = freed.get(fr, 0) + amount
-    return all(
-        node.usage.get(fr, 0) - freed.get(fr, 0) + amount <= node.subtree.get(fr, 0)
-        for fr, amount in pre.usage.items()
-    )
-
-
 def _fits_in_quota(node: QuotaNode, requests: Mapping[FR, int]) -> tuple[bool, dict[FR, int]]:
     """Whether ``requests`` fit in the node's subtree quota beside its usage, and what is
     left of them once the node's own unused quota is taken (Kueue's ``QuantitiesFitInQuota``)."""
@@ -222,57 +205,76 @@ def over_nominal_to_lca(node: QuotaNode, other: QuotaNode, frs: frozenset[FR]) -
     return True
 
 
-def minimal_preemptions(
+# Kueue's preemptionVariant: how a candidate may be preempted, and the reason it is given.
+_WITHIN_CQ, _HIERARCHICAL, _WITHOUT_BORROWING, _WHILE_BORROWING = range(4)
+_VARIANT_REASONS = {
+    _WITHIN_CQ: IN_CLUSTER_QUEUE,
+    _HIERARCHICAL: IN_COHORT_RECLAMATION,
+    _WITHOUT_BORROWING: IN_COHORT_RECLAMATION,
+    _WHILE_BORROWING: IN_COHORT_RECLAIM_WHILE_BORROWING,
+}
+
+
+def _variant(
     pre: Preemptor,
+    cand: Candidate,
+    policy: Preemption,
     node: QuotaNode,
     nodes: Mapping[str, QuotaNode],
-    candidates: Sequence[Candidate],
-    allow_borrowing: bool,
-    borrow_below_priority: int | None,
+    advantaged: set[int],
+) -> int:
+    """Kueue's ``classifyPreemptionVariant`` for a candidate the policies already allow."""
+    if cand.cluster_queue == pre.cluster_queue:
+        return _WITHIN_CQ
+    if id(_lowest_common_ancestor(node, nodes[cand.cluster_queue])) in advantaged:
+        return _HIERARCHICAL
+    bwc = policy.borrow_within_cohort
+    if bwc.policy == "Never":
+        return _WITHOUT_BORROWING
+    # isAboveBorrowingThreshold: the preemptor may stay borrowing only at the expense of
+    # lower priorities, at or under maxPriorityThreshold when one is set.
+    threshold = bwc.max_priority_threshold
+    if cand.priority >= pre.priority or (threshold is not None and cand.priority > threshold):
+        return _WITHOUT_BORROWING
+    return _WHILE_BORROWING
+
+
+def _under_nominal(node: QuotaNode, frs: Iterable[FR]) -> bool:
+    """Kueue's ``queueUnderNominalInResourcesNeedingPreemption``: usage strictly below nominal."""
+    return all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in frs)
+
+
+def _valid(
+    pre: Preemptor,
+    cand: Candidate,
+    variant: int,
+    borrowing: bool,
+    node: QuotaNode,
+    nodes: Mapping[str, QuotaNode],
+) -> bool:
+    """Kueue's ``candidateIsValid``, asked again as removals change the usage."""
+    if variant == _WITHIN_CQ:
+        return True
+    if borrowing and variant == _WITHOUT_BORROWING:
+        return False
+    # An earlier removal may have brought that queue, or a Cohort between it and
+    # the preemptor's, back within its quota.
+    return over_nominal_to_lca(node, nodes[cand.cluster_queue], pre.preempt_frs)
+
+
+def _fill_back(
+    targets: list[Target], pre: Preemptor, node: QuotaNode, nodes: Mapping[str, QuotaNode], borrowing: bool
 ) -> list[Target]:
-    if not allow_borrowing and not _may_fit_without_borrowing(pre, node, candidates):
-        return []
-    targets: list[Target] = []
-    found = False
-    advantaged = advantaged_cohorts(pre, node) if borrow_below_priority is not None else set()
-    for cand in candidates:
-        cand_node = nodes[cand.cluster_queue]
-        same = cand_node is node
-        reason = IN_CLUSTER_QUEUE
-        if not same:
-            # An earlier removal may have brought that queue, or a Cohort between it and
-            # the preemptor's, back under its quota.
-            if not over_nominal_to_lca(node, cand_node, pre.preempt_frs):
-                continue
-            reason = IN_COHORT_RECLAMATION
-            if id(_lowest_common_ancestor(node, cand_node)) in advantaged:
-                pass  # reclaimed by hierarchy: no borrowWithinCohort threshold applies
-            elif borrow_below_priority is not None:
-                if cand.priority >= borrow_below_priority:
-                    allow_borrowing = False
-                else:
-                    reason = IN_COHORT_RECLAIM_WHILE_BORROWING
-        remove(nodes, cand)
-        targets.append(Target(cand, reason))
-        if fits(node, pre.usage, allow_borrowing):
-            found = True
-            break
-    if not found:
-        for t in reversed(targets):
-            restore(nodes, t.candidate)
-        return []
-    # Put back, newest removal first, every workload the preemptor fits without.
+    """Put back, newest removal first, every workload the preemptor fits without (``fillBackWorkloads``)."""
     i = len(targets) - 2
     while i >= 0:
         restore(nodes, targets[i].candidate)
-        if fits(node, pre.usage, allow_borrowing):
+        if fits(node, pre.usage, borrowing):
             targets[i] = targets[-1]
             targets.pop()
         else:
             remove(nodes, targets[i].candidate)
         i -= 1
-    for t in reversed(targets):
-        restore(nodes, t.candidate)
     return targets
 
 
@@ -283,22 +285,50 @@ def classical_targets(
     nodes: Mapping[str, QuotaNode],
     admitted: Mapping[str, Sequence[Candidate]],
 ) -> list[Target]:
+    """Kueue's ``classicalPreemptions``: the smallest set of candidates to evict, or none.
+
+    Candidates come in three groups, each in Kueue's candidate order: those the
+    preemptor has a hierarchical advantage over, those of other queues that
+    priorities decide, and its own queue's; every group's evicting workloads
+    come before the rest. Up to two attempts are made, one letting the
+    preemptor borrow once the candidates are gone and one not, in the order
+    Kueue makes them; an attempt that lets it borrow skips the other queues'
+    candidates ``borrowWithinCohort`` does not allow.
+    """
     candidates = find_candidates(pre, policy, node, admitted, hierarchical=True)
     if not candidates:
         return []
-    same_queue = [c for c in candidates if c.cluster_queue == pre.cluster_queue]
-    if len(same_queue) == len(candidates):
-        return minimal_preemptions(pre, node, nodes, candidates, True, None)
-    bwc = policy.borrow_within_cohort
-    if bwc.policy != "Never":
-        threshold = bwc.max_priority_threshold
-        below = pre.priority if threshold is None else min(pre.priority, threshold + 1)
-        return minimal_preemptions(pre, node, nodes, candidates, True, below)
-    targets = minimal_preemptions(pre, node, nodes, candidates, False, None)
-    if not targets:
-        # Only now may the preemptor borrow, and then only at its own queue's expense.
-        targets = minimal_preemptions(pre, node, nodes, same_queue, True, None)
-    return targets
+    advantaged = advantaged_cohorts(pre, node)
+    groups: list[list[tuple[Candidate, int]]] = [[], [], []]
+    for cand in candidates:
+        variant = _variant(pre, cand, policy, node, nodes, advantaged)
+        group = 0 if variant == _HIERARCHICAL else 2 if variant == _WITHIN_CQ else 1
+        groups[group].append((cand, variant))
+    ordered = [e for g in groups for e in g if e[0].evicting] + [
+        e for g in groups for e in g if not e[0].evicting
+    ]
+    forbidden = policy.borrow_within_cohort.policy == "Never"
+    if (not groups[0] and not groups[1]) or (forbidden and not _under_nominal(node, pre.preempt_frs)):
+        attempts = [True]
+    elif forbidden and not groups[0]:
+        attempts = [False, True]
+    else:
+        attempts = [True, False]
+    for borrowing in attempts:
+        targets: list[Target] = []
+        for cand, variant in ordered:
+            if not _valid(pre, cand, variant, borrowing, node, nodes):
+                continue
+            remove(nodes, cand)
+            targets.append(Target(cand, _VARIANT_REASONS[variant]))
+            if fits(node, pre.usage, borrowing):
+                targets = _fill_back(targets, pre, node, nodes, borrowing)
+                for t in reversed(targets):
+                    restore(nodes, t.candidate)
+                return targets
+        for t in reversed(targets):
+            restore(nodes, t.candidate)
+    return []
 
 
 def cq_path(node: QuotaNode | None) -> str:
