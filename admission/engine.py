@@ -63,7 +63,17 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 class Engine:
-    """Kueue's cache, queue manager, workload lifecycle and scheduler behind one ``apply``."""
+    """Kueue's cache, queue manager, workload lifecycle and scheduler behind one ``apply``.
+
+    Scheduling pauses after a cycle that issued preemptions, until the next
+    event: whoever stops the evicted jobs (the runtime at once, or a cluster's
+    job integration) reports it before the other heads are tried against quota
+    the victims still hold. :meth:`next_wakeup_ms` asks for a TICK at once
+    while paused, so scheduling goes on even if no stop arrives.
+    """
+
+    # A class default, so that a state pickled before the attribute existed still loads.
+    paused = False
 
     def __init__(self, config: Configuration | None = None) -> None:
         self.cache = Cache(config)
@@ -157,8 +167,11 @@ class Engine:
             if node is not None:
                 for cq_node in node.cluster_queues():
                     self.queues.requeue_inadmissible(cq_node.name)
+        self.paused = False
         while self.scheduler.schedule():
-            pass
+            if self.scheduler.evicted_in_cycle:
+                self.paused = True
+                break
 
     def _rebuild(self) -> None:
         """Rebuild the quota tree and queues from the objects, then refill them."""
@@ -169,7 +182,12 @@ class Engine:
         self.lifecycle.place_pending()
 
     def next_wakeup_ms(self) -> int | None:
-        """When a TICK would let parked workloads try again, or None when nothing waits."""
+        """When a TICK would let parked workloads try again, or None when nothing waits.
+
+        While paused after a preemption, now.
+        """
+        if self.paused:
+            return self.lifecycle.now_ms
         return self.queues.next_wakeup_ms()
 
     # ----------------------------------------------------------------- output

@@ -96,6 +96,9 @@ class Entry:
 class Scheduler:
     """Runs scheduling cycles over the cache and the queues."""
 
+    # Whether the last cycle issued preemptions; a class default for states pickled before it.
+    evicted_in_cycle = False
+
     def __init__(
         self, cache: Cache, queues: QueueManager, lifecycle: Lifecycle, fair_sharing: FairSharing
     ) -> None:
@@ -119,6 +122,7 @@ class Scheduler:
         if not heads:
             return False
         self.cycles += 1
+        self.evicted_in_cycle = False
         # 2. Snapshot: what the cycle reserves or releases is undone when it ends (Cache.Snapshot).
         snapshot = Snapshot(self.cache)
         self.granular = snapshot.config.gate(GATE)
@@ -336,6 +340,7 @@ class Scheduler:
             rec.trace = trace.preempting(self.cycles, cq.name, entry.reason, entry.targets)
         lifecycle.set_pending(rec, entry.reason, message)
         entry.requeue_reason = RequeueReason.PENDING_PREEMPTION
+        self.evicted_in_cycle |= issued > 0
         return issued > 0
 
     def _skip(self, entry: Entry, message: str) -> bool:

@@ -23,8 +23,10 @@ Rules, all deterministic:
   parts have arrived, adopts the Workloads, then goes on with what it held.
 - Job controller (``job_controller=True``, what the runtimes do; an audit
   replay reads these records from the log instead): an evicted Workload's job
-  stops at once, so every Evicted decision asks for a STOPPED record and a TICK
-  for its shard, appended to the log like any other record. Preemptions can go
+  stops at once, so every Evicted decision asks for a STOPPED record for its
+  shard, and the input that evicted asks for one TICK after them, appended to
+  the log like any other record: the engine pauses after a cycle that evicted,
+  and goes on once every victim has stopped. Preemptions can go
   round for ever (Kueue's scheduler lets a Workload that fits take the quota a
   preemptor is waiting for, and the preemptor evicts it again); with jobs that
   stop at once nothing else would ever happen, so once a Workload is evicted
@@ -307,10 +309,14 @@ class PartitionState:
                 adopted.append((str(meta.get("namespace", "")), str(meta.get("name", ""))))
         if self.job_controller:
             # An evicted Workload's job had not stopped yet when it moved; it stops here.
+            stopped = False
             for key in adopted:
                 rec = state.engine.workloads.get(key)
                 if rec is not None and rec.evicting:
                     self._stop(out, shard, ObjectRef("Workload", *key), parts[0].time_ms)
+                    stopped = True
+            if stopped:
+                self._follow_up(out, shard=shard, time_ms=parts[0].time_ms, type_=EventType.TICK)
         while state.held and state.waiting is None:
             offset, entry = state.held.popleft()
             self._apply(shard, state, offset, entry, out)
@@ -322,11 +328,15 @@ class PartitionState:
             return
         cause = Cause(shard=shard, offset=offset)
         index = self._indexes.get((shard, offset), 0)
+        evicted = False
         for decision in decisions:
             out.decisions.append(DecisionRecord.from_decision(decision, cause, index))
             index += 1
             if self.job_controller and decision.action == Action.EVICTED and decision.ref.kind == "Workload":
                 self._evicted(out, shard, decision.ref, offset)
+                evicted = True
+        if evicted:
+            self._follow_up(out, shard=shard, time_ms=self._time_of(shard), type_=EventType.TICK)
         self._indexes[(shard, offset)] = index
 
     def _evicted(self, out: Emitted, shard: str, ref: ObjectRef, offset: int) -> None:
@@ -363,7 +373,6 @@ class PartitionState:
             namespace=ref.namespace,
             name=ref.name,
         )
-        self._follow_up(out, shard=shard, time_ms=time_ms, type_=EventType.TICK)
 
     def _follow_up(
         self,

@@ -98,7 +98,9 @@ def tick_through_wakeups(engine: Engine, time_ms: int) -> tuple[list[Decision], 
             evicted = [d.ref for d in more if d.action == Action.EVICTED]
             more = []
             for ref in evicted:
-                more += engine.apply(Event(EventType.STOPPED, time_ms, ref=ref))
+                more += engine.apply(Event(EventType.STOPPED, time_ms, ref=ref, batch=True))
+            if evicted:
+                more += engine.apply(Event(EventType.TICK, time_ms))
     return out, time_ms
 
 
@@ -107,30 +109,37 @@ class Run:
     engine: Engine
     decisions: list[Decision] = field(default_factory=list)
     time_ms: int = T0
+    # False: the stops come as a cluster's job integration reports them, not from the runtime.
+    stops_at_once: bool = True
 
     def apply(self, event: Event) -> list[Decision]:
-        """Apply one event, then play the job controller: evicted jobs stop at once."""
-        out = self.engine.apply(event)
-        self.decisions += out
-        queue = [d.ref for d in out if d.action == Action.EVICTED]
+        """Apply one event, then play the job controller as the runtime does: the jobs of
+        every Workload evicted stop at once, all of them, then a TICK goes on."""
+        out: list[Decision] = []
+        more = self.engine.apply(event)
         while True:
-            while queue:
-                ref = queue.pop(0)
-                more = self.engine.apply(
-                    Event(EventType.STOPPED, self.time_ms, ref=ref, stopped_at_once=True)
-                )
-                self.decisions += more
-                out += more
-                queue += [d.ref for d in more if d.action == Action.EVICTED]
+            out += more
+            self.decisions += more
+            evicted = [d.ref for d in more if d.action == Action.EVICTED]
+            if evicted:
+                more = []
+                for ref in evicted:
+                    stop = Event(
+                        EventType.STOPPED,
+                        self.time_ms,
+                        ref=ref,
+                        batch=True,
+                        stopped_at_once=self.stops_at_once,
+                    )
+                    more += self.engine.apply(stop)
+                more += self.engine.apply(Event(EventType.TICK, self.time_ms))
+                continue
             # Parked workloads retry once their cohort's requeue is due, as time passes.
             wakeup = self.engine.next_wakeup_ms()
             if wakeup is None or event.batch:
                 return out
             self.time_ms = max(self.time_ms, wakeup)
             more = self.engine.apply(Event(EventType.TICK, self.time_ms))
-            self.decisions += more
-            out += more
-            queue += [d.ref for d in more if d.action == Action.EVICTED]
 
     def load(self, text: str) -> list[Decision]:
         return self.load_manifests(docs_of(text))
@@ -226,8 +235,8 @@ class Run:
         return {k: v["weightedShare"] for k, v in self.engine.fair_sharing.statuses().items()}
 
 
-def run(text: str, config: Configuration | None = None) -> Run:
-    r = Run(Engine(config))
+def run(text: str, config: Configuration | None = None, *, stops_at_once: bool = True) -> Run:
+    r = Run(Engine(config), stops_at_once=stops_at_once)
     r.load(text)
     return r
 

@@ -79,7 +79,7 @@ def run_drs(paths: list[str], output: str) -> int:
 
 
 def load_engine(manifests: list[Any]) -> Engine:
-    """One engine, fed every manifest as one batch."""
+    """One engine, fed every manifest as one batch and settled."""
     engine = Engine()
     for i, manifest in enumerate(manifests):
         for decision in engine.apply(
@@ -87,6 +87,8 @@ def load_engine(manifests: list[Any]) -> Engine:
         ):
             if decision.action == Action.REJECTED:  # validated above; kept for safety
                 print(f"warning: {decision.ref}: {decision.message}", file=sys.stderr)
+    while engine.paused:  # scheduling goes on after a preemption; no job stops here
+        engine.apply(Event(EventType.TICK, 0))
     return engine
 
 

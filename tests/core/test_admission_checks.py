@@ -306,6 +306,7 @@ def test_retry_without_a_delay_requeues_at_once() -> None:
     assert [d.action for d in r.decisions if d.ref.name == "a"] == [
         Action.QUOTA_RESERVED,
         Action.EVICTED,
+        Action.REQUEUED,  # the job stopped; the next TICK reserves again
         Action.QUOTA_RESERVED,
     ]
 
@@ -556,6 +557,7 @@ def test_the_echo_of_a_retry_in_the_second_of_its_reset_does_not_evict_again() -
     assert [d.action for d in r.decisions if d.ref.name == "a"] == [
         Action.QUOTA_RESERVED,
         Action.EVICTED,
+        Action.REQUEUED,  # the job stopped; the next TICK reserves again
         Action.QUOTA_RESERVED,
     ]
     assert checks(r, "a") == [("prov", "Pending")]
@@ -568,4 +570,4 @@ def test_the_echo_of_a_retry_in_the_second_of_its_reset_does_not_evict_again() -
     lost = reported(wl("a"), r.time_ms, ("prov", "Retry", "Admitting remote lost", None))
     r.apply(Event(EventType.UPSERT, r.time_ms, manifest=lost))
     actions = [d.action for d in r.decisions if d.ref.name == "a"]
-    assert actions[-2:] == [Action.EVICTED, Action.QUOTA_RESERVED]
+    assert actions[-3:] == [Action.EVICTED, Action.REQUEUED, Action.QUOTA_RESERVED]

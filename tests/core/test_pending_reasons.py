@@ -519,6 +519,7 @@ def test_the_engine_never_writes_the_job_stopped_signal(loads: list[tuple[int, i
         flavor("default")
         + cluster_queue("q", CQ4, spec_extra="  preemption: {withinClusterQueue: LowerPriority}"),
         EXPLICIT,
+        stops_at_once=False,
     )
     for i, (cpu, priority) in enumerate(loads):
         r.tick()

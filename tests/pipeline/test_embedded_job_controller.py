@@ -108,6 +108,47 @@ def test_the_runtime_stops_a_victim_as_kueues_job_integration_does() -> None:
     assert conditions["Evicted"]["status"] == "True"
 
 
+def test_every_stop_of_a_preemption_lands_before_the_next_head_is_tried() -> None:
+    """The engine pauses after a cycle that evicted, until the runtime's STOPPED records
+    (all of the cycle's, then one TICK) are in, as upstream's side of ``tests/parity`` stops
+    every Workload a ``Scheduler.schedule`` cycle evicted before the next cycle.
+
+    Cohort ``c``: ``cq`` (4 cpus, withinClusterQueue LowerPriority) runs ``low`` (4);
+    ``borrower`` (0 cpus, BestEffortFIFO) queues ``b-1`` (2) then ``b-2`` (1). With ``high``
+    (2) the first cycle evicts ``low`` and parks ``b-1``, which finds no quota. Once ``low``
+    has stopped, ``high`` (not borrowing: first in the cycle) and ``b-2`` take 3 of its 4
+    cpus; ``b-1`` comes back a requeue batch later and finds 1. Tried before the stop,
+    ``b-2`` would have been parked beside ``b-1``, and ``b-1``, the older, would have had
+    the cpus."""
+    cluster = [
+        flavor_manifest("default"),
+        cluster_queue_manifest(
+            "cq",
+            [(["cpu"], [("default", {"cpu": 4})])],
+            cohort="c",
+            preemption={"withinClusterQueue": "LowerPriority"},
+        ),
+        cluster_queue_manifest("borrower", [(["cpu"], [("default", {"cpu": 0})])], cohort="c"),
+        local_queue_manifest("lq", "cq", NS),
+        local_queue_manifest("bq", "borrower", NS),
+    ]
+    second = [
+        _workload("high", priority=10, created=5, cpu=2),
+        workload_manifest("b-1", "bq", {"cpu": "2"}, namespace=NS, created=created_at(2)),
+        workload_manifest("b-2", "bq", {"cpu": "1"}, namespace=NS, created=created_at(3)),
+    ]
+    for workload in second:
+        workload["metadata"]["annotations"] = {WAVE: "2"}
+    found, errors = admit_in_waves([*cluster, _workload("low", priority=0, created=1, cpu=4), *second])
+    assert errors == []
+    admitted = sorted(w["metadata"]["name"] for w in found if "admission" in w["status"])
+    assert admitted == ["b-2", "high"]
+    assert _conditions({w["metadata"]["name"]: w for w in found}["b-1"])["QuotaReserved"] == (
+        "False",
+        "WaitingForQuota",
+    )
+
+
 def _cluster() -> list[dict[str, Any]]:
     """One ClusterQueue of 4 cpus preempting lower priorities, and its LocalQueue ``lq``."""
     return [
