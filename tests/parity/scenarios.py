@@ -13,8 +13,10 @@ What varies: flavor order and fungibility (``whenCanBorrow`` /
 included), borrowing and lending limits, cohorts with their own quotas and
 parents, namespace selectors, queueing strategy, priorities, creation times,
 several pod sets, partial admission (``minCount``), Workloads that can never
-fit, and Workloads whose LocalQueue or ClusterQueue is missing; optionally
-preemption policies with a second wave, and fair sharing with weights.
+fit, Workloads whose LocalQueue or ClusterQueue is missing, flavors' node
+labels, taints and tolerations against pod sets' node selectors, required
+node affinity and tolerations; optionally preemption policies with a second
+wave, and fair sharing with weights.
 """
 
 from __future__ import annotations
@@ -118,7 +120,67 @@ def _weigh(rng: random.Random, docs: list[dict[str, Any]]) -> None:
             doc["spec"]["fairSharing"] = {"weight": rng.choice(["0", "500m", "1", "1", "2", "3"])}
 
 
-def scenario(seed: int, *, preemption: bool = False, fair_sharing: bool = False) -> list[dict[str, Any]]:
+ZONES = ("a", "b", "c")
+TIERS = ("gold", "silver")
+
+
+def _requirement(rng: random.Random) -> dict[str, Any]:
+    key, values = rng.choice([("zone", ZONES), ("tier", TIERS)])
+    operator = rng.choice(["In", "In", "NotIn", "Exists", "DoesNotExist"])
+    requirement: dict[str, Any] = {"key": key, "operator": operator}
+    if operator in ("In", "NotIn"):
+        requirement["values"] = sorted(rng.sample(values, rng.randint(1, 2)))
+    return requirement
+
+
+def _toleration(rng: random.Random) -> dict[str, Any]:
+    toleration: dict[str, Any] = {"key": "dedicated", "operator": rng.choice(["Equal", "Exists"])}
+    if toleration["operator"] == "Equal":
+        toleration["value"] = rng.choice(["ml", "batch"])
+    if rng.random() < 0.7:
+        toleration["effect"] = rng.choice(["NoSchedule", "NoExecute"])
+    return toleration
+
+
+def _place(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """Node labels and taints on some flavors; node selectors, required node affinity and
+    tolerations on some pod sets (Kueue's ``checkFlavorForPodSets``)."""
+    for doc in docs:
+        if doc["kind"] == "ResourceFlavor":
+            spec = doc["spec"]
+            if rng.random() < 0.45:
+                spec["nodeLabels"] = {"zone": rng.choice(ZONES)}
+                if rng.random() < 0.35:
+                    spec["nodeLabels"]["tier"] = rng.choice(TIERS)
+            if rng.random() < 0.2:
+                effect = rng.choice(["NoSchedule", "NoExecute", "PreferNoSchedule"])
+                spec["nodeTaints"] = [
+                    {"key": "dedicated", "value": rng.choice(["ml", "batch"]), "effect": effect}
+                ]
+                if rng.random() < 0.25:
+                    spec["tolerations"] = [_toleration(rng)]
+        elif doc["kind"] == "Workload":
+            for pod_set in doc["spec"]["podSets"]:
+                pod = pod_set["template"]["spec"]
+                draw = rng.random()
+                if draw < 0.2:
+                    pod["nodeSelector"] = {"zone": rng.choice(ZONES)}
+                elif draw < 0.32:
+                    terms = [
+                        {"matchExpressions": [_requirement(rng) for _ in range(rng.randint(1, 2))]}
+                        for _ in range(rng.randint(1, 2))
+                    ]
+                    required = {"nodeSelectorTerms": terms}
+                    pod["affinity"] = {
+                        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+                    }
+                if rng.random() < 0.15:
+                    pod["tolerations"] = [_toleration(rng)]
+
+
+def scenario(
+    seed: int, *, preemption: bool = False, fair_sharing: bool = False, placement: bool = True
+) -> list[dict[str, Any]]:
     """The manifests of scenario ``seed`` (the same seed gives the same scenario).
 
     With ``preemption``, ClusterQueues take random preemption policies, and
@@ -127,9 +189,13 @@ def scenario(seed: int, *, preemption: bool = False, fair_sharing: bool = False)
     they find the quota taken. With ``fair_sharing``, a Configuration turns
     fair sharing on with random preemption strategies, and Cohorts and
     ClusterQueues take random weights; the rest of the scenario is the one
-    the seed gives without it.
+    the seed gives without it. ``placement=False`` leaves out node labels,
+    taints, selectors and tolerations (:func:`_place`), as scenarios were
+    before they had them.
     """
     docs = _scenario(seed, preemption)
+    if placement:
+        _place(random.Random(f"placement-{seed}"), docs)  # its own draws, as fair sharing's
     if fair_sharing:
         fair = random.Random(f"fair-sharing-{seed}")  # its own draws: the rest stays as without
         _weigh(fair, docs)
