@@ -300,10 +300,11 @@ class Cli:
         try:
             await asyncio.wait_for(self.process.wait(), 60)
         except TimeoutError:
-            self.process.send_signal(signal.SIGUSR1)  # cli_child prints its threads and tasks
+            with suppress(ProcessLookupError):  # it may end just now
+                self.process.send_signal(signal.SIGUSR1)  # cli_child prints its threads and tasks
             with suppress(TimeoutError):
                 await asyncio.wait_for(self.process.wait(), 3)
-            if self.process.returncode is None:
+            with suppress(ProcessLookupError):
                 self.process.kill()  # never leave it running past the test
             await self.process.wait()
             await self._reading
