@@ -44,6 +44,7 @@ from kueuestream.admission.preemption import (
     Preemptor,
     Target,
     candidate_order,
+    fill_back,
     find_candidates,
     fits,
     remove,
@@ -374,7 +375,7 @@ class _PreemptionRun:
         finally:
             _sub(self.node, self.pre.usage)
         if ok:
-            targets = self._fill_back(targets)
+            targets = fill_back(targets, self.pre, self.node, self.nodes, borrowing=True)
         for target in reversed(targets):
             restore(self.nodes, target.candidate)
         return targets if ok else []
@@ -463,16 +464,3 @@ class _PreemptionRun:
             # S2-b does not depend on the candidate: one try per queue is enough.
             ordering.drop(target)
         return False
-
-    def _fill_back(self, targets: list[Target]) -> list[Target]:
-        """Put back, newest removal first, every victim the workload fits without."""
-        i = len(targets) - 2
-        while i >= 0:
-            restore(self.nodes, targets[i].candidate)
-            if fits(self.node, self.pre.usage, allow_borrowing=True):
-                targets[i] = targets[-1]
-                targets.pop()
-            else:
-                remove(self.nodes, targets[i].candidate)
-            i -= 1
-        return targets

@@ -196,7 +196,11 @@ def over_nominal_to_lca(node: QuotaNode, other: QuotaNode, frs: frozenset[FR]) -
     """Whether ``other`` and every Cohort above it below its lowest common ancestor with
     ``node`` use more than their quota in one of ``frs`` (Kueue's ``candidateIsValid`` and
     ``collectCandidatesInSubtree``, which skip a subtree within its nominal quota)."""
-    lca = _lowest_common_ancestor(node, other)
+    return _borrowing_below(other, _lowest_common_ancestor(node, other), frs)
+
+
+def _borrowing_below(other: QuotaNode, lca: QuotaNode | None, frs: frozenset[FR]) -> bool:
+    """:func:`over_nominal_to_lca` with the lowest common ancestor already known."""
     n: QuotaNode | None = other
     while n is not None and n is not lca:
         if not is_borrowing(n, frs):
@@ -216,17 +220,12 @@ _VARIANT_REASONS = {
 
 
 def _variant(
-    pre: Preemptor,
-    cand: Candidate,
-    policy: Preemption,
-    node: QuotaNode,
-    nodes: Mapping[str, QuotaNode],
-    advantaged: set[int],
+    pre: Preemptor, cand: Candidate, policy: Preemption, lca: QuotaNode | None, advantaged: set[int]
 ) -> int:
     """Kueue's ``classifyPreemptionVariant`` for a candidate the policies already allow."""
     if cand.cluster_queue == pre.cluster_queue:
         return _WITHIN_CQ
-    if id(_lowest_common_ancestor(node, nodes[cand.cluster_queue])) in advantaged:
+    if id(lca) in advantaged:
         return _HIERARCHICAL
     bwc = policy.borrow_within_cohort
     if bwc.policy == "Never":
@@ -244,28 +243,31 @@ def _under_nominal(node: QuotaNode, frs: Iterable[FR]) -> bool:
     return all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in frs)
 
 
-def _valid(
-    pre: Preemptor,
-    cand: Candidate,
-    variant: int,
-    borrowing: bool,
-    node: QuotaNode,
-    nodes: Mapping[str, QuotaNode],
-) -> bool:
+@dataclass(frozen=True, slots=True)
+class _Elem:
+    """A candidate as Kueue's ``candidateElem`` holds it: with its variant and lowest common ancestor."""
+
+    candidate: Candidate
+    variant: int
+    lca: QuotaNode | None
+
+
+def _valid(elem: _Elem, borrowing: bool, nodes: Mapping[str, QuotaNode], frs: frozenset[FR]) -> bool:
     """Kueue's ``candidateIsValid``, asked again as removals change the usage."""
-    if variant == _WITHIN_CQ:
+    if elem.variant == _WITHIN_CQ:
         return True
-    if borrowing and variant == _WITHOUT_BORROWING:
+    if borrowing and elem.variant == _WITHOUT_BORROWING:
         return False
     # An earlier removal may have brought that queue, or a Cohort between it and
     # the preemptor's, back within its quota.
-    return over_nominal_to_lca(node, nodes[cand.cluster_queue], pre.preempt_frs)
+    return _borrowing_below(nodes[elem.candidate.cluster_queue], elem.lca, frs)
 
 
-def _fill_back(
+def fill_back(
     targets: list[Target], pre: Preemptor, node: QuotaNode, nodes: Mapping[str, QuotaNode], borrowing: bool
 ) -> list[Target]:
-    """Put back, newest removal first, every workload the preemptor fits without (``fillBackWorkloads``)."""
+    """Put back, newest removal first, every workload the preemptor fits without (``fillBackWorkloads``,
+    of classical and fair-sharing preemption alike)."""
     i = len(targets) - 2
     while i >= 0:
         restore(nodes, targets[i].candidate)
@@ -299,13 +301,14 @@ def classical_targets(
     if not candidates:
         return []
     advantaged = advantaged_cohorts(pre, node)
-    groups: list[list[tuple[Candidate, int]]] = [[], [], []]
+    groups: list[list[_Elem]] = [[], [], []]
     for cand in candidates:
-        variant = _variant(pre, cand, policy, node, nodes, advantaged)
+        lca = _lowest_common_ancestor(node, nodes[cand.cluster_queue])
+        variant = _variant(pre, cand, policy, lca, advantaged)
         group = 0 if variant == _HIERARCHICAL else 2 if variant == _WITHIN_CQ else 1
-        groups[group].append((cand, variant))
-    ordered = [e for g in groups for e in g if e[0].evicting] + [
-        e for g in groups for e in g if not e[0].evicting
+        groups[group].append(_Elem(cand, variant, lca))
+    ordered = [e for g in groups for e in g if e.candidate.evicting] + [
+        e for g in groups for e in g if not e.candidate.evicting
     ]
     forbidden = policy.borrow_within_cohort.policy == "Never"
     if (not groups[0] and not groups[1]) or (forbidden and not _under_nominal(node, pre.preempt_frs)):
@@ -316,13 +319,13 @@ def classical_targets(
         attempts = [True, False]
     for borrowing in attempts:
         targets: list[Target] = []
-        for cand, variant in ordered:
-            if not _valid(pre, cand, variant, borrowing, node, nodes):
+        for elem in ordered:
+            if not _valid(elem, borrowing, nodes, pre.preempt_frs):
                 continue
-            remove(nodes, cand)
-            targets.append(Target(cand, _VARIANT_REASONS[variant]))
+            remove(nodes, elem.candidate)
+            targets.append(Target(elem.candidate, _VARIANT_REASONS[elem.variant]))
             if fits(node, pre.usage, borrowing):
-                targets = _fill_back(targets, pre, node, nodes, borrowing)
+                targets = fill_back(targets, pre, node, nodes, borrowing)
                 for t in reversed(targets):
                     restore(nodes, t.candidate)
                 return targets

@@ -95,13 +95,22 @@ def tick_through_wakeups(engine: Engine, time_ms: int) -> tuple[list[Decision], 
         more = engine.apply(Event(EventType.TICK, time_ms))
         while more:
             out += more
-            evicted = [d.ref for d in more if d.action == Action.EVICTED]
-            more = []
-            for ref in evicted:
-                more += engine.apply(Event(EventType.STOPPED, time_ms, ref=ref, batch=True))
-            if evicted:
-                more += engine.apply(Event(EventType.TICK, time_ms))
+            more = stop_evicted(engine, more, time_ms, at_once=False)
     return out, time_ms
+
+
+def stop_evicted(
+    engine: Engine, decisions: Sequence[Decision], time_ms: int, *, at_once: bool
+) -> list[Decision]:
+    """What the job controller makes of ``decisions``, as the runtime does: every evicted
+    Workload's job stopped (one batch), then a TICK; nothing when none was evicted."""
+    evicted = [d.ref for d in decisions if d.action == Action.EVICTED]
+    if not evicted:
+        return []
+    out: list[Decision] = []
+    for ref in evicted:
+        out += engine.apply(Event(EventType.STOPPED, time_ms, ref=ref, batch=True, stopped_at_once=at_once))
+    return out + engine.apply(Event(EventType.TICK, time_ms))
 
 
 @dataclass
@@ -120,19 +129,8 @@ class Run:
         while True:
             out += more
             self.decisions += more
-            evicted = [d.ref for d in more if d.action == Action.EVICTED]
-            if evicted:
-                more = []
-                for ref in evicted:
-                    stop = Event(
-                        EventType.STOPPED,
-                        self.time_ms,
-                        ref=ref,
-                        batch=True,
-                        stopped_at_once=self.stops_at_once,
-                    )
-                    more += self.engine.apply(stop)
-                more += self.engine.apply(Event(EventType.TICK, self.time_ms))
+            if any(d.action == Action.EVICTED for d in more):
+                more = stop_evicted(self.engine, more, self.time_ms, at_once=self.stops_at_once)
                 continue
             # Parked workloads retry once their cohort's requeue is due, as time passes.
             wakeup = self.engine.next_wakeup_ms()
