@@ -255,7 +255,9 @@ class Scheduler:
             cluster_queue=cq.name,
             priority=rec.priority,
             created_ms=rec.created_ms,
-            usage=assignment.usage,
+            # Kueue's Assignment.TotalRequestsFor leaves zero requests out: a request of 0
+            # would otherwise count as borrowing where the queue is over its nominal quota.
+            usage={fr: value for fr, value in assignment.usage.items() if value},
             preempt_frs=frozenset(assignment.preempt_frs),
         )
         return self._preemption_targets(pre, cq, snapshot)
