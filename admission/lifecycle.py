@@ -119,6 +119,9 @@ class Lifecycle:
         if finished:
             rec.phase = Phase.FINISHED
             rec.last_action = Action.FINISHED
+            if admission is not None:
+                _read_admission(rec, admission.cluster_queue, admission.pod_set_assignments)
+                rec.usage = {}  # a finished job holds no quota
         elif admission is not None and conditions.is_true(QUOTA_RESERVED):
             self._adopt_admitted(rec, admission.cluster_queue, admission.pod_set_assignments)
             if not conditions.is_true(ADMITTED):
@@ -171,29 +174,11 @@ class Lifecycle:
     def _adopt_admitted(self, rec: WorkloadRecord, cq_name: str, assignments: Iterable[Any]) -> None:
         """A workload admitted before we started: its usage is a fact, not a decision."""
         rec.phase = Phase.ADMITTED
-        rec.cluster_queue = cq_name
         rec.last_action = Action.ADMITTED
         reserved = rec.conditions.get(QUOTA_RESERVED)
         rec.reserved_ms = reserved.time_ms if reserved else self.now_ms
         rec.evicting = rec.conditions.is_true(EVICTED)
-        usage: dict[FR, int] = {}
-        pod_sets = {ps.name: ps for ps in rec.obj.spec.pod_sets}
-        for psa in assignments:
-            ps = pod_sets.get(psa.name)
-            count = psa.count if psa.count is not None else (ps.count if ps else 0)
-            out = PodSetAssignment(name=psa.name, count=count)
-            for resource, flavor in sorted(psa.flavors.items()):
-                if resource in psa.resource_usage:
-                    amount = resource_value(resource, psa.resource_usage[resource])
-                elif ps is not None:
-                    amount = scale(pod_requests(ps.template.spec), out.count).get(resource, 0)
-                else:
-                    amount = 0
-                out.flavors[resource] = flavor
-                out.usage[resource] = amount
-                usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
-            rec.assignment.append(out)
-        rec.usage = usage
+        _read_admission(rec, cq_name, assignments)
         self.cache.add_admitted(rec)
 
     # ------------------------------------------------------------ departures
@@ -219,9 +204,15 @@ class Lifecycle:
                 self.delete(key)
 
     def finish(self, rec: WorkloadRecord, reason: str, message: str) -> None:
-        """The workload's job completed (Kueue's ``Finish``)."""
+        """The workload's job completed (Kueue's ``Finish``).
+
+        Its quota is free, but its ``status.admission`` stays, as Kueue leaves it:
+        where the finished job ran.
+        """
         if rec.phase == Phase.ADMITTED:
+            assignment = rec.assignment
             self._release(rec)
+            rec.assignment = assignment
         else:
             self.queues.delete(rec)
         rec.phase = Phase.FINISHED
@@ -568,3 +559,26 @@ class Lifecycle:
     def _mark(self, rec: WorkloadRecord, action: Action) -> None:
         rec.last_action = action
         self.outbox.touch(rec.key)
+
+
+def _read_admission(rec: WorkloadRecord, cq_name: str, assignments: Iterable[Any]) -> None:
+    """``rec``'s ClusterQueue, pod set assignments and usage as a ``status.admission`` gives them."""
+    rec.cluster_queue = cq_name
+    usage: dict[FR, int] = {}
+    pod_sets = {ps.name: ps for ps in rec.obj.spec.pod_sets}
+    for psa in assignments:
+        ps = pod_sets.get(psa.name)
+        count = psa.count if psa.count is not None else (ps.count if ps else 0)
+        out = PodSetAssignment(name=psa.name, count=count)
+        for resource, flavor in sorted(psa.flavors.items()):
+            if resource in psa.resource_usage:
+                amount = resource_value(resource, psa.resource_usage[resource])
+            elif ps is not None:
+                amount = scale(pod_requests(ps.template.spec), out.count).get(resource, 0)
+            else:
+                amount = 0
+            out.flavors[resource] = flavor
+            out.usage[resource] = amount
+            usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
+        rec.assignment.append(out)
+    rec.usage = usage
