@@ -190,7 +190,9 @@ class Lifecycle:
             return
         if rec.phase == Phase.ADMITTED:
             self._release(rec)
-        self.queues.delete(rec)
+            self.queues.delete(rec)
+        else:
+            self._leave_queue(rec)
         self.outbox.forget(key)
         self.outbox.emit(Decision(ObjectRef("Workload", key[0], key[1]), Action.DELETED, {}, "deleted"))
 
@@ -214,11 +216,23 @@ class Lifecycle:
             self._release(rec)
             rec.assignment = assignment
         else:
-            self.queues.delete(rec)
+            self._leave_queue(rec)
         rec.phase = Phase.FINISHED
         rec.evicting = False
         rec.conditions.set(FINISHED, True, reason, message, self.now_ms)
         self._mark(rec, Action.FINISHED)
+
+    def _leave_queue(self, rec: WorkloadRecord) -> None:
+        """A workload holding no quota leaves for good (deleted, finished).
+
+        Kueue's workload controller requeues the parked workloads of its
+        ClusterQueue's tree all the same (``QueueAssociatedInadmissibleWorkloadsAfter``
+        in ``Delete`` and ``Update``): they are evaluated again, and say so.
+        """
+        self.queues.delete(rec)
+        cq = self.cache.cqs.get(rec.cluster_queue) if rec.phase == Phase.PENDING else None
+        if cq is not None and not self.cache.structure_dirty:
+            self.queues.requeue_later(cq.node.root.name, self.now_ms)
 
     def _release(self, rec: WorkloadRecord) -> None:
         root = self.cache.remove_admitted(rec)
