@@ -28,13 +28,14 @@ from typing import Any
 
 import yaml
 
+from kueuestream.admission.timefmt import rfc3339
 from kueuestream.agents.embedded.memory_log import MemoryLog
 from kueuestream.agents.embedded.pipeline import EmbeddedPipeline
-from kueuestream.agents.sources.watch_events import listing_events
+from kueuestream.agents.sources.watch_events import as_batch, identify, listing_events, watch_event
 from kueuestream.streams import codec
-from kueuestream.streams.schemas import ErrorRecord
+from kueuestream.streams.schemas import ErrorRecord, WatchEvent, WatchEventType
 from tests.parity import upstream
-from tests.parity.scenarios import WAVE, scenario
+from tests.parity.scenarios import DELETE, FINISH, WAVE, scenario
 
 COMPARED_CONDITIONS = ("QuotaReserved", "Admitted")
 PREEMPTION_CONDITIONS = (*COMPARED_CONDITIONS, "Evicted", "Preempted", "Requeued")
@@ -131,22 +132,62 @@ def differences(
     return found
 
 
+def _annotation(doc: Mapping[str, Any], key: str) -> str | None:
+    annotations: Mapping[str, str] = doc.get("metadata", {}).get("annotations") or {}
+    return annotations.get(key)
+
+
+def _holds_quota(status: Mapping[str, Any]) -> bool:
+    """Quota reserved and not being evicted: a running job that can complete."""
+    true = {c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"}
+    return "QuotaReserved" in true and "Evicted" not in true
+
+
+def _finished(workload: dict[str, Any]) -> dict[str, Any]:
+    """The Workload as its job controller writes it once the job completed (Kueue's finish.Finish)."""
+    status = dict(workload.get("status") or {})
+    finished = {"type": "Finished", "status": "True", "reason": "Succeeded"}
+    finished |= {"message": "Job finished successfully", "lastTransitionTime": rfc3339(NOW_MS)}
+    status["conditions"] = [*(status.get("conditions") or []), finished]
+    return {**workload, "status": status}
+
+
 def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[ErrorRecord]]:
     """Every Workload with its status, and the errors recorded, after both waves settle.
 
     As :func:`kueuestream.agents.embedded.runtime.admit` does for one listing:
     the first wave (every object not annotated :data:`WAVE`) is one listing
-    settled to quiescence, the second one more.
+    settled to quiescence; then the Workloads annotated :data:`FINISH` that
+    hold quota finish (their update with the ``Finished`` condition, as a
+    watch sees it), those annotated :data:`DELETE` are deleted, and the
+    pipeline settles again; the second wave is one listing more.
     """
-    second = [d for d in docs if (d.get("metadata", {}).get("annotations") or {}).get(WAVE) == "2"]
+    second = [d for d in docs if _annotation(d, WAVE) == "2"]
     first = [d for d in docs if not any(d is s for s in second)]
+    finishing = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in first if _annotation(d, FINISH)}
     log = MemoryLog()
     pipeline = EmbeddedPipeline(log)
-    for wave in (first, second):
-        events, _ = listing_events(wave, NOW_MS)
+
+    def settle(events: list[WatchEvent]) -> None:
         pipeline.submit(events)
         pipeline.pump()
         pipeline.advance_clock()
+
+    settle(listing_events(first, NOW_MS)[0])
+    done = [
+        watch_event(found, WatchEventType.MODIFIED, NOW_MS)
+        for w in pipeline.admission.workload_objects()
+        if (w["metadata"]["namespace"], w["metadata"]["name"]) in finishing and _holds_quota(w["status"])
+        if not isinstance(found := identify(_finished(w)), str)
+    ]
+    done += [
+        watch_event(found, WatchEventType.DELETED, NOW_MS)
+        for d in first
+        if _annotation(d, DELETE) and not isinstance(found := identify(d), str)
+    ]
+    if done:
+        settle(as_batch(done, NOW_MS))
+    settle(listing_events(second, NOW_MS)[0])
     errors = [codec.decode(r.value, ErrorRecord) for r in log.read_sync(pipeline.names.errors, 0)]
     return pipeline.admission.workload_objects(), errors
 

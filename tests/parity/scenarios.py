@@ -2,8 +2,10 @@
 
 Each scenario is a small cluster (flavors, a cohort tree, ClusterQueues with
 borrowing and lending limits, namespaces and LocalQueues) and a backlog of
-Workloads, all present from the start, nothing preempting and nothing
-finishing: the outcome is what the scheduling cycles reach at quiescence,
+Workloads, all present from the start; once the cycles reach quiescence, the
+jobs of some of the Workloads then admitted complete (:data:`FINISH`), some
+Workloads are deleted (:data:`DELETE`), and the cycles run to quiescence
+again: the outcome is what they reach then,
 which upstream's controllers cannot change afterwards. Every field the API
 server would default is written out, since upstream's side of the check
 applies no defaulting.
@@ -15,8 +17,8 @@ parents, namespace selectors, queueing strategy, priorities, creation times,
 several pod sets, partial admission (``minCount``), Workloads that can never
 fit, Workloads whose LocalQueue or ClusterQueue is missing, flavors' node
 labels, taints and tolerations against pod sets' node selectors, required
-node affinity and tolerations; optionally preemption policies with a second
-wave, and fair sharing with weights.
+node affinity and tolerations, which Workloads finish or are deleted; optionally preemption
+policies with a second wave, and fair sharing with weights.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ FUNGIBILITY = ("MayStopSearch", "TryNextFlavor")
 RESOURCES = ("cpu", "memory", "example.com/gpu")
 # Marks the Workloads of a scenario's second wave (upstream/parity_test.go reads it too).
 WAVE = "parity.kueuestream.io/wave"
+# "true": the Workload's job completes once the first wave has settled, if it then holds
+# quota and is not being evicted (upstream/parity_test.go reads it too).
+FINISH = "parity.kueuestream.io/finish"
+# "true": the Workload is deleted once the first wave has settled, pending or admitted.
+DELETE = "parity.kueuestream.io/delete"
 
 
 def _quantity(resource: str, amount: int) -> str:
@@ -179,7 +186,12 @@ def _place(rng: random.Random, docs: list[dict[str, Any]]) -> None:
 
 
 def scenario(
-    seed: int, *, preemption: bool = False, fair_sharing: bool = False, placement: bool = True
+    seed: int,
+    *,
+    preemption: bool = False,
+    fair_sharing: bool = False,
+    placement: bool = True,
+    finishing: bool = True,
 ) -> list[dict[str, Any]]:
     """The manifests of scenario ``seed`` (the same seed gives the same scenario).
 
@@ -190,17 +202,34 @@ def scenario(
     fair sharing on with random preemption strategies, and Cohorts and
     ClusterQueues take random weights; the rest of the scenario is the one
     the seed gives without it. ``placement=False`` leaves out node labels,
-    taints, selectors and tolerations (:func:`_place`), as scenarios were
-    before they had them.
+    taints, selectors and tolerations (:func:`_place`), and ``finishing=False``
+    the Workloads that finish or are deleted (:func:`_finish`), as scenarios were before they
+    had them.
     """
     docs = _scenario(seed, preemption)
     if placement:
         _place(random.Random(f"placement-{seed}"), docs)  # its own draws, as fair sharing's
+    if finishing:
+        _finish(random.Random(f"finishing-{seed}"), docs)
     if fair_sharing:
         fair = random.Random(f"fair-sharing-{seed}")  # its own draws: the rest stays as without
         _weigh(fair, docs)
         docs.insert(0, _fair_sharing(fair))
     return docs
+
+
+def _finish(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """About a third of the first wave's Workloads marked to finish once it has settled,
+    and about one in eight to be deleted then."""
+    for doc in docs:
+        if doc["kind"] != "Workload":
+            continue
+        annotations = doc["metadata"].setdefault("annotations", {})
+        draw = rng.random()
+        if annotations.get(WAVE) != "2" and draw < 0.45:
+            annotations[FINISH if draw < 0.33 else DELETE] = "true"
+        if not annotations:
+            del doc["metadata"]["annotations"]
 
 
 def _scenario(seed: int, preemption: bool) -> list[dict[str, Any]]:

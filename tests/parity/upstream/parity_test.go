@@ -27,9 +27,13 @@
 // quota reservation unset with the eviction's message (GenericJobReconciler,
 // "handle eviction"), the update stored and handed to Kueue's own
 // WorkloadReconciler.Update, which frees the quota in the cache and queues
-// the Workload again. Workloads annotated parity.kueuestream.io/wave: "2"
-// arrive once the others have reached quiescence, and the cycles run to
-// quiescence again.
+// the Workload again. Once the first Workloads have reached quiescence, those
+// annotated parity.kueuestream.io/finish: "true" that hold quota (and are
+// not being evicted) finish, as Kueue's job framework finishes the Workload
+// of a Job that completed, those annotated parity.kueuestream.io/delete:
+// "true" are deleted, and the cycles run to quiescence again; then the
+// Workloads annotated parity.kueuestream.io/wave: "2" arrive, and the cycles
+// run to quiescence once more.
 //
 // Feature gates: Kueue's main branch at v0.19's defaults, as Kueuestream
 // follows it: v0.19.2's own defaults except UnadmittedWorkloadsObservability,
@@ -90,6 +94,21 @@ import (
 
 // kpWaveAnnotation marks the Workloads that arrive once the others have settled.
 const kpWaveAnnotation = "parity.kueuestream.io/wave"
+
+// kpFinishAnnotation ("true") marks the Workloads whose jobs complete once the
+// first wave has settled, those of them that then hold quota.
+const kpFinishAnnotation = "parity.kueuestream.io/finish"
+
+// kpDeleteAnnotation ("true") marks the Workloads deleted once the first wave
+// has settled, whether pending or admitted.
+const kpDeleteAnnotation = "parity.kueuestream.io/delete"
+
+// The Finished condition's reason and message, as Kueue's job framework
+// writes them for a Job that succeeded.
+const (
+	kpFinishReason  = "Succeeded"
+	kpFinishMessage = "Job finished successfully"
+)
 
 type kpWorkload struct {
 	Namespace string               `json:"namespace"`
@@ -233,16 +252,11 @@ func kpProgress(recorder *utiltesting.EventRecorder) int {
 	return n
 }
 
-// kpStopEvicted does for every evicted Workload still holding quota what
-// Kueue's job framework does once the Job has stopped (GenericJobReconciler,
-// "handle eviction"): Requeued set (True after a preemption), QuotaReserved
-// unset with the eviction's message; the update goes to the workload
-// controller's Update handler as its informer would deliver it. It returns
-// how many it stopped.
-func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
+// kpSorted lists the stored Workloads by namespace, then name.
+func kpSorted(ctx context.Context, cl client.Client) ([]kueue.Workload, error) {
 	var list kueue.WorkloadList
 	if err := cl.List(ctx, &list); err != nil {
-		return 0, err
+		return nil, err
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
 		a, b := list.Items[i], list.Items[j]
@@ -251,9 +265,35 @@ func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadRecon
 		}
 		return a.Name < b.Name
 	})
+	return list.Items, nil
+}
+
+// kpUpdateStatus stores wl's status and hands the update to the workload
+// controller's Update handler as its informer would deliver it.
+func kpUpdateStatus(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler, old, wl *kueue.Workload) error {
+	if err := cl.Status().Update(ctx, wl); err != nil {
+		return fmt.Errorf("updating %s/%s: %w", wl.Namespace, wl.Name, err)
+	}
+	var stored kueue.Workload
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(wl), &stored); err != nil {
+		return err
+	}
+	wr.Update(event.TypedUpdateEvent[*kueue.Workload]{ObjectOld: old, ObjectNew: &stored})
+	return nil
+}
+
+// kpStopEvicted does for every evicted Workload still holding quota what
+// Kueue's job framework does once the Job has stopped (GenericJobReconciler,
+// "handle eviction"): Requeued set (True after a preemption), QuotaReserved
+// unset with the eviction's message. It returns how many it stopped.
+func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
+	items, err := kpSorted(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
 	stopped := 0
-	for i := range list.Items {
-		old := &list.Items[i]
+	for i := range items {
+		old := &items[i]
 		evicted := apimeta.FindStatusCondition(old.Status.Conditions, kueue.WorkloadEvicted)
 		if evicted == nil || evicted.Status != metav1.ConditionTrue || !workload.HasQuotaReservation(old) {
 			continue
@@ -266,20 +306,79 @@ func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadRecon
 			kueue.WorkloadPending, //nolint:staticcheck // the gate-off reason
 		)
 		workload.UnsetQuotaReservationWithCondition(wl, reason, evicted.Message, time.Now())
-		if err := cl.Status().Update(ctx, wl); err != nil {
-			return stopped, fmt.Errorf("stopping %s/%s: %w", wl.Namespace, wl.Name, err)
-		}
-		var stored kueue.Workload
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(wl), &stored); err != nil {
+		if err := kpUpdateStatus(ctx, cl, wr, old, wl); err != nil {
 			return stopped, err
 		}
-		wr.Update(event.TypedUpdateEvent[*kueue.Workload]{ObjectOld: old, ObjectNew: &stored})
 		if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
 			fmt.Fprintf(os.Stderr, "stopped %s/%s: %s\n", wl.Namespace, wl.Name, evicted.Message)
 		}
 		stopped++
 	}
 	return stopped, nil
+}
+
+// kpFinish does for every Workload annotated kpFinishAnnotation that holds
+// quota and is not being evicted what Kueue's job framework does once its Job
+// has completed (finish.Finish): the Finished condition set, True, with the
+// job's reason. Kueue's Update handler then drops it from the cache and
+// requeues the Workloads its quota may now let in. It returns how many
+// finished.
+func kpFinish(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
+	items, err := kpSorted(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	finished := 0
+	for i := range items {
+		old := &items[i]
+		if old.Annotations[kpFinishAnnotation] != "true" || !workload.HasQuotaReservation(old) ||
+			apimeta.IsStatusConditionTrue(old.Status.Conditions, kueue.WorkloadEvicted) {
+			continue
+		}
+		wl := old.DeepCopy()
+		apimeta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{
+			Type:               kueue.WorkloadFinished,
+			Status:             metav1.ConditionTrue,
+			Reason:             kpFinishReason,
+			Message:            kpFinishMessage,
+			ObservedGeneration: wl.Generation,
+		})
+		if err := kpUpdateStatus(ctx, cl, wr, old, wl); err != nil {
+			return finished, err
+		}
+		if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "finished %s/%s\n", wl.Namespace, wl.Name)
+		}
+		finished++
+	}
+	return finished, nil
+}
+
+// kpDelete deletes every Workload annotated kpDeleteAnnotation and hands each
+// deletion to the workload controller's Delete handler, which drops it from
+// the cache and the queues and requeues the Workloads its quota may now let
+// in. It returns how many it deleted.
+func kpDelete(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
+	items, err := kpSorted(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for i := range items {
+		wl := &items[i]
+		if wl.Annotations[kpDeleteAnnotation] != "true" {
+			continue
+		}
+		if err := cl.Delete(ctx, wl); err != nil {
+			return deleted, fmt.Errorf("deleting %s/%s: %w", wl.Namespace, wl.Name, err)
+		}
+		wr.Delete(event.TypedDeleteEvent[*kueue.Workload]{Object: wl})
+		if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "deleted %s/%s\n", wl.Namespace, wl.Name)
+		}
+		deleted++
+	}
+	return deleted, nil
 }
 
 func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
@@ -381,20 +480,34 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 	// nor preempts moves its heads out of the heaps, so more than one cycle
 	// per Workload in a row without either is quiescence too.
 	trail := kpTrail{}
-	settle := func() error {
+	// settle runs cycles to quiescence; deferring, the requeues asked for
+	// before it (by jobs that finished) wait as those of stopped jobs do.
+	settle := func(deferring bool) error {
 		idle, reserved := 0, kpProgress(recorder)
-		// The requeues a stopped job's freed quota asks for wait until a
-		// cycle changes nothing (no reservation, preemption or head set
-		// aside) or the scheduler has no head left: Kueue's requeuer batches
-		// them for a second, far longer than a run of cycles that do.
-		deferred, quiet := false, false
+		// The requeues a stopped or finished job's freed quota asks for wait
+		// until a cycle changes nothing (no reservation, preemption or head
+		// set aside) or the scheduler has no head left: Kueue's requeuer
+		// batches them for a second, far longer than a run of cycles that do,
+		// while a StrictFIFO head is tried again at once.
+		deferred, quiet := deferring, false
+		// Requeued heads are evaluated again, each in a cycle of its own, so
+		// the count of cycles without progress starts again, and the states
+		// recorded before are no longer the ones the run ends in.
+		requeue := func() int {
+			n := requeuer.ProcessRequeues(ctx)
+			if n > 0 {
+				idle = 0
+				trail = kpTrail{}
+			}
+			return n
+		}
 		for idle <= len(s.workloads)+1 {
 			if sched.schedulingCycle >= kpMaxCycles {
 				result.Unsettled = true
 				return nil
 			}
 			if !deferred || quiet {
-				requeuer.ProcessRequeues(ctx)
+				requeue()
 				deferred = false
 			}
 			if stopped, err := kpStopEvicted(ctx, cl, workloads); err != nil {
@@ -405,7 +518,7 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 			if !ksHasHeads(qManager, cqCache, probes) {
 				admissions.Wait()
 				if !ksHasHeads(qManager, cqCache, probes) {
-					if !deferred || requeuer.ProcessRequeues(ctx) == 0 {
+					if !deferred || requeue() == 0 {
 						break
 					}
 					deferred = false
@@ -438,8 +551,24 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		if err := add(wave); err != nil {
 			return fail("adding workloads", err)
 		}
-		if err := settle(); err != nil {
+		if err := settle(false); err != nil {
 			return fail("scheduling", err)
+		}
+		if wave || result.Unsettled {
+			continue
+		}
+		finished, err := kpFinish(ctx, cl, workloads)
+		if err != nil {
+			return fail("finishing", err)
+		}
+		deleted, err := kpDelete(ctx, cl, workloads)
+		if err != nil {
+			return fail("deleting", err)
+		}
+		if finished+deleted > 0 {
+			if err := settle(true); err != nil {
+				return fail("scheduling", err)
+			}
 		}
 	}
 	result.Cycles = sched.schedulingCycle
