@@ -48,6 +48,9 @@ class QueueManager:
             name: PendingQueue(strict_fifo=cq.obj.spec.queueing_strategy == "StrictFIFO")
             for name, cq in cqs.items()
         }
+        # Queuing every pending workload again is the requeue those asked for: Kueue's
+        # requeuer would make one of all the requests of a batch period, not two.
+        self.requeue_due.clear()
 
     def push(self, rec: WorkloadRecord, cq_name: str, stated: bool) -> None:
         """Queue a pending workload to be tried (Kueue's ``AddOrUpdateWorkload``).

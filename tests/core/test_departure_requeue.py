@@ -13,6 +13,7 @@ needed" and parked; ``small`` (1) is admitted after it, so 2 are short now but
 
 from __future__ import annotations
 
+from kueuestream.admission.events import Event, EventType, ObjectRef
 from tests.helpers import Run, cluster_queue, flavor, run, workload
 
 SCENARIO = (
@@ -56,3 +57,19 @@ def test_deleting_a_workload_of_another_tree_leaves_them_alone() -> None:
     r.tick()
     r.delete("Workload", "default", "elsewhere")
     assert r.pending_message("waiting").endswith("1 more needed")
+
+
+def test_a_clusterqueue_change_is_the_requeue_already_asked_for() -> None:
+    """``huge`` deleted asks for a requeue a batch period later; ``q``'s quota changing in
+    the same batch queues every pending Workload again at once, which is that requeue:
+    nothing is left to try a second time a second later (Kueue's requeuer makes one
+    requeue of all the requests of a batch period)."""
+    r = _settled()
+    r.tick()
+    r.apply(Event(EventType.DELETE, r.time_ms, ref=ObjectRef("Workload", "default", "huge"), batch=True))
+    cycles, now = r.engine.cycles, r.time_ms
+    r.load(cluster_queue("q", "default: [{name: cpu, nominalQuota: 5}]"))
+    assert r.pending_message("waiting").endswith("1 more needed")
+    assert r.engine.cycles == cycles + 1
+    assert r.time_ms == now
+    assert r.engine.next_wakeup_ms() is None
