@@ -35,7 +35,7 @@ from kueuestream.agents.sources.watch_events import as_batch, identify, listing_
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import ErrorRecord, WatchEvent, WatchEventType
 from tests.parity import upstream
-from tests.parity.scenarios import DELETE, FINISH, WAVE, scenario
+from tests.parity.scenarios import DELETE, FINISH, UPDATE, WAVE, scenario
 
 COMPARED_CONDITIONS = ("QuotaReserved", "Admitted")
 PREEMPTION_CONDITIONS = (*COMPARED_CONDITIONS, "Evicted", "Preempted", "Requeued")
@@ -159,11 +159,13 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     the first wave (every object not annotated :data:`WAVE`) is one listing
     settled to quiescence; then the Workloads annotated :data:`FINISH` that
     hold quota finish (their update with the ``Finished`` condition, as a
-    watch sees it), those annotated :data:`DELETE` are deleted, and the
+    watch sees it), those annotated :data:`DELETE` are deleted, the
+    ClusterQueues annotated :data:`UPDATE` take their new spec, and the
     pipeline settles again; the second wave is one listing more.
     """
     second = [d for d in docs if _annotation(d, WAVE) == "2"]
-    first = [d for d in docs if not any(d is s for s in second)]
+    updates = [d for d in docs if _annotation(d, UPDATE)]
+    first = [d for d in docs if not any(d is s for s in (*second, *updates))]
     finishing = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in first if _annotation(d, FINISH)}
     log = MemoryLog()
     pipeline = EmbeddedPipeline(log)
@@ -184,6 +186,11 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
         watch_event(found, WatchEventType.DELETED, NOW_MS)
         for d in first
         if _annotation(d, DELETE) and not isinstance(found := identify(d), str)
+    ]
+    done += [
+        watch_event(found, WatchEventType.MODIFIED, NOW_MS)
+        for d in updates
+        if not isinstance(found := identify(d), str)
     ]
     if done:
         settle(as_batch(done, NOW_MS))

@@ -4,8 +4,8 @@ Each scenario is a small cluster (flavors, a cohort tree, ClusterQueues with
 borrowing and lending limits, namespaces and LocalQueues) and a backlog of
 Workloads, all present from the start; once the cycles reach quiescence, the
 jobs of some of the Workloads then admitted complete (:data:`FINISH`), some
-Workloads are deleted (:data:`DELETE`), and the cycles run to quiescence
-again: the outcome is what they reach then,
+Workloads are deleted (:data:`DELETE`), a ClusterQueue's nominal quota may
+change (:data:`UPDATE`), and the cycles run to quiescence again: the outcome is what they reach then,
 which upstream's controllers cannot change afterwards. Every field the API
 server would default is written out, since upstream's side of the check
 applies no defaulting.
@@ -17,12 +17,14 @@ parents, namespace selectors, queueing strategy, priorities, creation times,
 several pod sets, partial admission (``minCount``), Workloads that can never
 fit, Workloads whose LocalQueue or ClusterQueue is missing, flavors' node
 labels, taints and tolerations against pod sets' node selectors, required
-node affinity and tolerations, which Workloads finish or are deleted; optionally preemption
+node affinity and tolerations, which Workloads finish or are deleted, a
+ClusterQueue's quota changing; optionally preemption
 policies with a second wave, and fair sharing with weights.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import random
 from typing import Any
@@ -39,10 +41,16 @@ WAVE = "parity.kueuestream.io/wave"
 FINISH = "parity.kueuestream.io/finish"
 # "true": the Workload is deleted once the first wave has settled, pending or admitted.
 DELETE = "parity.kueuestream.io/delete"
+# "true": a ClusterQueue's new spec, applied once the first wave has settled.
+UPDATE = "parity.kueuestream.io/update"
 
 
 def _quantity(resource: str, amount: int) -> str:
     return f"{amount}Gi" if resource == "memory" else str(amount)
+
+
+def _amount(quantity: str) -> int:
+    return int(quantity.removesuffix("Gi"))
 
 
 def _rfc3339(seconds: int) -> str:
@@ -203,7 +211,8 @@ def scenario(
     ClusterQueues take random weights; the rest of the scenario is the one
     the seed gives without it. ``placement=False`` leaves out node labels,
     taints, selectors and tolerations (:func:`_place`), and ``finishing=False``
-    the Workloads that finish or are deleted (:func:`_finish`), as scenarios were before they
+    the Workloads that finish or are deleted (:func:`_finish`) and the
+    ClusterQueue update (:func:`_update_quota`), as scenarios were before they
     had them.
     """
     docs = _scenario(seed, preemption)
@@ -211,6 +220,7 @@ def scenario(
         _place(random.Random(f"placement-{seed}"), docs)  # its own draws, as fair sharing's
     if finishing:
         _finish(random.Random(f"finishing-{seed}"), docs)
+        _update_quota(random.Random(f"quota-update-{seed}"), docs)
     if fair_sharing:
         fair = random.Random(f"fair-sharing-{seed}")  # its own draws: the rest stays as without
         _weigh(fair, docs)
@@ -230,6 +240,22 @@ def _finish(rng: random.Random, docs: list[dict[str, Any]]) -> None:
             annotations[FINISH if draw < 0.33 else DELETE] = "true"
         if not annotations:
             del doc["metadata"]["annotations"]
+
+
+def _update_quota(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """In about two scenarios of five, one ClusterQueue's new spec (:data:`UPDATE`): one
+    nominal quota up or down by 1 to 3, never below its lending limit."""
+    queues = [d for d in docs if d["kind"] == "ClusterQueue"]
+    if rng.random() >= 0.4:
+        return
+    updated = copy.deepcopy(rng.choice(queues))
+    quotas = [q for g in updated["spec"]["resourceGroups"] for f in g["flavors"] for q in f["resources"]]
+    quota = rng.choice(quotas)
+    floor = _amount(quota.get("lendingLimit", "0"))
+    nominal = max(floor, _amount(quota["nominalQuota"]) + rng.choice([-3, -2, -1, 1, 2, 3]))
+    quota["nominalQuota"] = _quantity(quota["name"], nominal)
+    updated["metadata"]["annotations"] = {UPDATE: "true"}
+    docs.append(updated)
 
 
 def _scenario(seed: int, preemption: bool) -> list[dict[str, Any]]:

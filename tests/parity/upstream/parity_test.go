@@ -31,7 +31,9 @@
 // annotated parity.kueuestream.io/finish: "true" that hold quota (and are
 // not being evicted) finish, as Kueue's job framework finishes the Workload
 // of a Job that completed, those annotated parity.kueuestream.io/delete:
-// "true" are deleted, and the cycles run to quiescence again; then the
+// "true" are deleted, a ClusterQueue annotated parity.kueuestream.io/update:
+// "true" (a second copy, with a new spec) is updated, and the cycles run to
+// quiescence again; then the
 // Workloads annotated parity.kueuestream.io/wave: "2" arrive, and the cycles
 // run to quiescence once more.
 //
@@ -103,6 +105,10 @@ const kpFinishAnnotation = "parity.kueuestream.io/finish"
 // has settled, whether pending or admitted.
 const kpDeleteAnnotation = "parity.kueuestream.io/delete"
 
+// kpUpdateAnnotation ("true") marks a ClusterQueue's new spec, applied once the
+// first wave has settled.
+const kpUpdateAnnotation = "parity.kueuestream.io/update"
+
 // The Finished condition's reason and message, as Kueue's job framework
 // writes them for a Job that succeeded.
 const (
@@ -165,6 +171,7 @@ type kpScenario struct {
 	flavors       []*kueue.ResourceFlavor
 	cohorts       []*kueue.Cohort
 	clusterQueues []*kueue.ClusterQueue
+	cqUpdates     []*kueue.ClusterQueue
 	namespaces    []*corev1.Namespace
 	localQueues   []*kueue.LocalQueue
 	workloads     []*kueue.Workload
@@ -209,7 +216,11 @@ func kpRead(path string, scheme *runtime.Scheme) (*kpScenario, error) {
 		case *kueue.Cohort:
 			s.cohorts = append(s.cohorts, o)
 		case *kueue.ClusterQueue:
-			s.clusterQueues = append(s.clusterQueues, o)
+			if o.Annotations[kpUpdateAnnotation] == "true" {
+				s.cqUpdates = append(s.cqUpdates, o)
+			} else {
+				s.clusterQueues = append(s.clusterQueues, o)
+			}
 		case *corev1.Namespace:
 			s.namespaces = append(s.namespaces, o)
 		case *kueue.LocalQueue:
@@ -565,7 +576,24 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		if err != nil {
 			return fail("deleting", err)
 		}
-		if finished+deleted > 0 {
+		// As Kueue's ClusterQueueReconciler.Update hands a changed spec over.
+		for _, cq := range s.cqUpdates {
+			var stored kueue.ClusterQueue
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(cq), &stored); err != nil {
+				return fail("clusterqueue "+cq.Name, err)
+			}
+			cq.ResourceVersion = stored.ResourceVersion
+			if err := cl.Update(ctx, cq); err != nil {
+				return fail("updating clusterqueue "+cq.Name, err)
+			}
+			if err := cqCache.UpdateClusterQueue(log, cq); err != nil {
+				return fail("cache clusterqueue "+cq.Name, err)
+			}
+			if err := qManager.UpdateClusterQueue(ctx, cq, true); err != nil {
+				return fail("queues clusterqueue "+cq.Name, err)
+			}
+		}
+		if finished+deleted+len(s.cqUpdates) > 0 {
 			if err := settle(true); err != nil {
 				return fail("scheduling", err)
 			}
