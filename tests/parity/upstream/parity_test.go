@@ -263,11 +263,13 @@ func kpProgress(recorder *utiltesting.EventRecorder) int {
 	return n
 }
 
-// kpSorted lists the stored Workloads by namespace, then name.
-func kpSorted(ctx context.Context, cl client.Client) ([]kueue.Workload, error) {
+// kpEach calls act on every stored Workload, by namespace then name; act
+// says whether it did anything to the Workload, and what to add to the line
+// KUEUE_PARITY_DEBUG prints for it. It returns how many act did something to.
+func kpEach(ctx context.Context, cl client.Client, what string, act func(*kueue.Workload) (bool, string, error)) (int, error) {
 	var list kueue.WorkloadList
 	if err := cl.List(ctx, &list); err != nil {
-		return nil, err
+		return 0, err
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
 		a, b := list.Items[i], list.Items[j]
@@ -276,14 +278,29 @@ func kpSorted(ctx context.Context, cl client.Client) ([]kueue.Workload, error) {
 		}
 		return a.Name < b.Name
 	})
-	return list.Items, nil
+	done := 0
+	for i := range list.Items {
+		wl := &list.Items[i]
+		acted, note, err := act(wl)
+		if err != nil {
+			return done, fmt.Errorf("%s/%s: %w", wl.Namespace, wl.Name, err)
+		}
+		if !acted {
+			continue
+		}
+		if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "%s %s/%s%s\n", what, wl.Namespace, wl.Name, note)
+		}
+		done++
+	}
+	return done, nil
 }
 
 // kpUpdateStatus stores wl's status and hands the update to the workload
 // controller's Update handler as its informer would deliver it.
 func kpUpdateStatus(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler, old, wl *kueue.Workload) error {
 	if err := cl.Status().Update(ctx, wl); err != nil {
-		return fmt.Errorf("updating %s/%s: %w", wl.Namespace, wl.Name, err)
+		return err
 	}
 	var stored kueue.Workload
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(wl), &stored); err != nil {
@@ -298,16 +315,10 @@ func kpUpdateStatus(ctx context.Context, cl client.Client, wr *core.WorkloadReco
 // "handle eviction"): Requeued set (True after a preemption), QuotaReserved
 // unset with the eviction's message. It returns how many it stopped.
 func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
-	items, err := kpSorted(ctx, cl)
-	if err != nil {
-		return 0, err
-	}
-	stopped := 0
-	for i := range items {
-		old := &items[i]
+	return kpEach(ctx, cl, "stopped", func(old *kueue.Workload) (bool, string, error) {
 		evicted := apimeta.FindStatusCondition(old.Status.Conditions, kueue.WorkloadEvicted)
 		if evicted == nil || evicted.Status != metav1.ConditionTrue || !workload.HasQuotaReservation(old) {
-			continue
+			return false, "", nil
 		}
 		wl := old.DeepCopy()
 		requeued := evicted.Reason == kueue.WorkloadEvictedByPreemption || evicted.Reason == kueue.WorkloadEvictedDueToNodeFailures
@@ -317,15 +328,8 @@ func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadRecon
 			kueue.WorkloadPending, //nolint:staticcheck // the gate-off reason
 		)
 		workload.UnsetQuotaReservationWithCondition(wl, reason, evicted.Message, time.Now())
-		if err := kpUpdateStatus(ctx, cl, wr, old, wl); err != nil {
-			return stopped, err
-		}
-		if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
-			fmt.Fprintf(os.Stderr, "stopped %s/%s: %s\n", wl.Namespace, wl.Name, evicted.Message)
-		}
-		stopped++
-	}
-	return stopped, nil
+		return true, ": " + evicted.Message, kpUpdateStatus(ctx, cl, wr, old, wl)
+	})
 }
 
 // kpFinish does for every Workload annotated kpFinishAnnotation that holds
@@ -335,16 +339,10 @@ func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadRecon
 // requeues the Workloads its quota may now let in. It returns how many
 // finished.
 func kpFinish(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
-	items, err := kpSorted(ctx, cl)
-	if err != nil {
-		return 0, err
-	}
-	finished := 0
-	for i := range items {
-		old := &items[i]
+	return kpEach(ctx, cl, "finished", func(old *kueue.Workload) (bool, string, error) {
 		if old.Annotations[kpFinishAnnotation] != "true" || !workload.HasQuotaReservation(old) ||
 			apimeta.IsStatusConditionTrue(old.Status.Conditions, kueue.WorkloadEvicted) {
-			continue
+			return false, "", nil
 		}
 		wl := old.DeepCopy()
 		apimeta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{
@@ -354,15 +352,8 @@ func kpFinish(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler
 			Message:            kpFinishMessage,
 			ObservedGeneration: wl.Generation,
 		})
-		if err := kpUpdateStatus(ctx, cl, wr, old, wl); err != nil {
-			return finished, err
-		}
-		if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
-			fmt.Fprintf(os.Stderr, "finished %s/%s\n", wl.Namespace, wl.Name)
-		}
-		finished++
-	}
-	return finished, nil
+		return true, "", kpUpdateStatus(ctx, cl, wr, old, wl)
+	})
 }
 
 // kpDelete deletes every Workload annotated kpDeleteAnnotation and hands each
@@ -370,26 +361,16 @@ func kpFinish(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler
 // the cache and the queues and requeues the Workloads its quota may now let
 // in. It returns how many it deleted.
 func kpDelete(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
-	items, err := kpSorted(ctx, cl)
-	if err != nil {
-		return 0, err
-	}
-	deleted := 0
-	for i := range items {
-		wl := &items[i]
+	return kpEach(ctx, cl, "deleted", func(wl *kueue.Workload) (bool, string, error) {
 		if wl.Annotations[kpDeleteAnnotation] != "true" {
-			continue
+			return false, "", nil
 		}
 		if err := cl.Delete(ctx, wl); err != nil {
-			return deleted, fmt.Errorf("deleting %s/%s: %w", wl.Namespace, wl.Name, err)
+			return true, "", err
 		}
 		wr.Delete(event.TypedDeleteEvent[*kueue.Workload]{Object: wl})
-		if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
-			fmt.Fprintf(os.Stderr, "deleted %s/%s\n", wl.Namespace, wl.Name)
-		}
-		deleted++
-	}
-	return deleted, nil
+		return true, "", nil
+	})
 }
 
 func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
