@@ -110,6 +110,13 @@ CLOCK_INTERVAL = 0.25
 METRICS_INTERVAL = 1.0
 # How long a snapshot waits for what it covers to be delivered and committed before it is dropped.
 SNAPSHOT_WAIT = 60.0
+# How old the consumer's topic metadata may grow before it is fetched again. The group's
+# leader assigns partitions from it and, when the next fetch changes it, assigns them again.
+# A worker whose consumer subscribed while the brokers were down (a restart racing a broker
+# outage) has no metadata of the topics, and leading a rebalance once they are back up it
+# assigns no partition to anyone: the group then stays stable and idle until the next fetch,
+# which the default (300 s) puts minutes later.
+CONSUMER_METADATA_MAX_AGE_MS = 5_000
 APPLIED_DETAIL = "no cluster attached: the status is recorded in kueue.applied"
 
 
@@ -788,6 +795,7 @@ def build_app(
         broker_session_timeout=6.0,
         broker_heartbeat_interval=1.0,
         broker_rebalance_timeout=20.0,
+        consumer_metadata_max_age_ms=CONSUMER_METADATA_MAX_AGE_MS,
         # The Tables are views (see above); after a rebalance an in-memory table may
         # hold writes of an aborted transaction, which this check would call fatal.
         recovery_consistency_check=False,
