@@ -179,7 +179,8 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     done = [
         watch_event(found, WatchEventType.MODIFIED, NOW_MS)
         for w in pipeline.admission.workload_objects()
-        if (w["metadata"]["namespace"], w["metadata"]["name"]) in finishing and _holds_quota(w["status"])
+        if (w["metadata"]["namespace"], w["metadata"]["name"]) in finishing
+        if _holds_quota(w.get("status") or {})
         if not isinstance(found := identify(_finished(w)), str)
     ]
     done += [

@@ -5,8 +5,8 @@ borrowing and lending limits, namespaces and LocalQueues) and a backlog of
 Workloads, all present from the start; once the cycles reach quiescence, the
 jobs of some of the Workloads then admitted complete (:data:`FINISH`), some
 Workloads are deleted (:data:`DELETE`), a ClusterQueue's nominal quota may
-change (:data:`UPDATE`), and the cycles run to quiescence again: the outcome is what they reach then,
-which upstream's controllers cannot change afterwards. Every field the API
+change (:data:`UPDATE`), and the cycles run to quiescence again: the outcome
+is what they reach then, which upstream's controllers cannot change afterwards. Every field the API
 server would default is written out, since upstream's side of the check
 applies no defaulting.
 
@@ -18,8 +18,8 @@ several pod sets, partial admission (``minCount``), Workloads that can never
 fit, Workloads whose LocalQueue or ClusterQueue is missing, flavors' node
 labels, taints and tolerations against pod sets' node selectors, required
 node affinity and tolerations, which Workloads finish or are deleted, a
-ClusterQueue's quota changing; optionally preemption
-policies with a second wave, and fair sharing with weights.
+ClusterQueue's quota changing; optionally preemption policies with a second
+wave, and fair sharing with weights.
 """
 
 from __future__ import annotations
@@ -220,11 +220,13 @@ def scenario(
         _place(random.Random(f"placement-{seed}"), docs)  # its own draws, as fair sharing's
     if finishing:
         _finish(random.Random(f"finishing-{seed}"), docs)
-        _update_quota(random.Random(f"quota-update-{seed}"), docs)
     if fair_sharing:
         fair = random.Random(f"fair-sharing-{seed}")  # its own draws: the rest stays as without
         _weigh(fair, docs)
         docs.insert(0, _fair_sharing(fair))
+    if finishing:
+        # After the weights: the new spec keeps the ClusterQueue's weight and changes a quota only.
+        _update_quota(random.Random(f"quota-update-{seed}"), docs)
     return docs
 
 
