@@ -120,8 +120,8 @@ class Lifecycle:
             rec.phase = Phase.FINISHED
             rec.last_action = Action.FINISHED
             if admission is not None:
+                # Shown as it came; a finished job holds no quota, so its usage is not kept.
                 _read_admission(rec, admission.cluster_queue, admission.pod_set_assignments)
-                rec.usage = {}  # a finished job holds no quota
         elif admission is not None and conditions.is_true(QUOTA_RESERVED):
             self._adopt_admitted(rec, admission.cluster_queue, admission.pod_set_assignments)
             if not conditions.is_true(ADMITTED):
@@ -178,7 +178,7 @@ class Lifecycle:
         reserved = rec.conditions.get(QUOTA_RESERVED)
         rec.reserved_ms = reserved.time_ms if reserved else self.now_ms
         rec.evicting = rec.conditions.is_true(EVICTED)
-        _read_admission(rec, cq_name, assignments)
+        rec.usage = _read_admission(rec, cq_name, assignments)
         self.cache.add_admitted(rec)
 
     # ------------------------------------------------------------ departures
@@ -212,9 +212,7 @@ class Lifecycle:
         where the finished job ran.
         """
         if rec.phase == Phase.ADMITTED:
-            assignment = rec.assignment
             self._release(rec)
-            rec.assignment = assignment
         else:
             self._leave_queue(rec)
         rec.phase = Phase.FINISHED
@@ -235,11 +233,11 @@ class Lifecycle:
             self.queues.requeue_later(cq.node.root.name, self.now_ms)
 
     def _release(self, rec: WorkloadRecord) -> None:
+        """Its quota is free; its assignment stays for the caller to keep (finished) or drop."""
         root = self.cache.remove_admitted(rec)
         if root is not None:
             self.queues.requeue_later(root.name, self.now_ms)
         rec.usage = {}
-        rec.assignment = []
 
     # --------------------------------------------------------------- queueing
 
@@ -545,6 +543,7 @@ class Lifecycle:
         reason = evicted.reason if evicted else "Preempted"
         message = evicted.message if evicted else ""
         self._release(rec)
+        rec.assignment = []
         rec.phase = Phase.PENDING
         rec.evicting = False
         rec.conditions.set(REQUEUED, reason in ("Preempted", "NodeFailures"), reason, message, self.now_ms)
@@ -575,9 +574,11 @@ class Lifecycle:
         self.outbox.touch(rec.key)
 
 
-def _read_admission(rec: WorkloadRecord, cq_name: str, assignments: Iterable[Any]) -> None:
-    """``rec``'s ClusterQueue, pod set assignments and usage as a ``status.admission`` gives them."""
+def _read_admission(rec: WorkloadRecord, cq_name: str, assignments: Iterable[Any]) -> dict[FR, int]:
+    """``rec``'s ClusterQueue and pod set assignments as a ``status.admission`` gives them;
+    returns the usage they add up to."""
     rec.cluster_queue = cq_name
+    rec.assignment = []
     usage: dict[FR, int] = {}
     pod_sets = {ps.name: ps for ps in rec.obj.spec.pod_sets}
     for psa in assignments:
@@ -595,4 +596,4 @@ def _read_admission(rec: WorkloadRecord, cq_name: str, assignments: Iterable[Any
             out.usage[resource] = amount
             usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
         rec.assignment.append(out)
-    rec.usage = usage
+    return usage
