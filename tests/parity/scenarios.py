@@ -6,9 +6,9 @@ Workloads, all present from the start; once the cycles reach quiescence, the
 jobs of some of the Workloads then admitted complete (:data:`FINISH`), some
 Workloads are deleted (:data:`DELETE`), a ClusterQueue's nominal quota may
 change (:data:`UPDATE`), and the cycles run to quiescence again: the outcome
-is what they reach then, which upstream's controllers cannot change afterwards. Every field the API
-server would default is written out, since upstream's side of the check
-applies no defaulting.
+is what they reach then, which upstream's controllers cannot change
+afterwards. Every field the API server would default is written out, since
+upstream's side of the check applies no defaulting.
 
 What varies: flavor order and fungibility (``whenCanBorrow`` /
 ``whenCanPreempt``), one or two resource groups, nominal quotas (zero

@@ -33,9 +33,8 @@
 // of a Job that completed, those annotated parity.kueuestream.io/delete:
 // "true" are deleted, a ClusterQueue annotated parity.kueuestream.io/update:
 // "true" (a second copy, with a new spec) is updated, and the cycles run to
-// quiescence again; then the
-// Workloads annotated parity.kueuestream.io/wave: "2" arrive, and the cycles
-// run to quiescence once more.
+// quiescence again; then the Workloads annotated parity.kueuestream.io/wave:
+// "2" arrive, and the cycles run to quiescence once more.
 //
 // Feature gates: Kueue's main branch at v0.19's defaults, as Kueuestream
 // follows it: v0.19.2's own defaults except UnadmittedWorkloadsObservability,
@@ -69,6 +68,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -564,13 +564,14 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 				return fail("clusterqueue "+cq.Name, err)
 			}
 			cq.ResourceVersion = stored.ResourceVersion
+			specUpdated := !equality.Semantic.DeepEqual(stored.Spec, cq.Spec)
 			if err := cl.Update(ctx, cq); err != nil {
 				return fail("updating clusterqueue "+cq.Name, err)
 			}
 			if err := cqCache.UpdateClusterQueue(log, cq); err != nil {
 				return fail("cache clusterqueue "+cq.Name, err)
 			}
-			if err := qManager.UpdateClusterQueue(ctx, cq, true); err != nil {
+			if err := qManager.UpdateClusterQueue(ctx, cq, specUpdated); err != nil {
 				return fail("queues clusterqueue "+cq.Name, err)
 			}
 		}
