@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from kueuestream.admission import dra
 from kueuestream.admission.admission_checks import (
@@ -45,6 +45,7 @@ from kueuestream.admission.quantity import resource_value
 from kueuestream.admission.queues import WorkloadKey
 from kueuestream.admission.quota import FR, Quota, QuotaNode, compute_subtree_quotas
 from kueuestream.admission.state import ClusterQueueRecord, Phase, WorkloadRecord
+from kueuestream.admission.tree_changes import TreeChanges
 from kueuestream.admission.validation import config_warnings
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -77,6 +78,8 @@ class Cache:
         self.cohorts: dict[str, QuotaNode] = {}
         self.cohort_problems: dict[str, str] = {}
         self.structure_dirty = True
+        # What the next rebuild changes, for the retry of parked workloads it asks for.
+        self.changes = TreeChanges(fresh=True)
         # Bumped whenever what a workload requests may have changed (Configuration, DRA objects).
         self.requests_generation = 0
         # Admitted workloads by ClusterQueue, so preemption looks only where it may act.
@@ -100,22 +103,34 @@ class Cache:
                 self.warnings = config_warnings(obj)
                 self.invalidate_requests()
         elif isinstance(obj, ResourceFlavor):
+            if _spec_changed(self.flavors.get(obj.metadata.name), obj):
+                self.changes.flavors.add(obj.metadata.name)
             self.flavors[obj.metadata.name] = obj
             self.structure_dirty = True
         elif isinstance(obj, ClusterQueue):
+            # Kueue's queue manager retries only when the spec changed (``UpdateClusterQueue``).
+            if _spec_changed(self.cq_objs.get(obj.metadata.name), obj):
+                self.changes.cluster_queues.add(obj.metadata.name)
             self.cq_objs[obj.metadata.name] = obj
             self.structure_dirty = True
         elif isinstance(obj, AdmissionCheck):
+            if _spec_changed(self.admission_checks.get(obj.metadata.name), obj):
+                self.changes.checks.add(obj.metadata.name)
             self.admission_checks[obj.metadata.name] = obj
             self.structure_dirty = True
         elif isinstance(obj, Cohort):
+            # ``Manager.AddOrUpdateCohort`` retries its tree on every update.
+            self.changes.cohorts.add(obj.metadata.name)
             self.cohort_objs[obj.metadata.name] = obj
             self.structure_dirty = True
         elif isinstance(obj, LocalQueue):
             self.local_queues[(obj.metadata.namespace, obj.metadata.name)] = obj
             self.structure_dirty = True
         elif isinstance(obj, Namespace):
-            self.namespaces[obj.metadata.name] = dict(obj.metadata.labels)
+            labels = dict(obj.metadata.labels)
+            if self.namespaces.get(obj.metadata.name) != labels:
+                self.changes.every_tree = True
+            self.namespaces[obj.metadata.name] = labels
             self.labels_memo.clear()
             self.structure_dirty = True
         elif isinstance(obj, WorkloadPriorityClass):
@@ -129,11 +144,15 @@ class Cache:
         """Forget an object that is not a Workload or Job."""
         kind = ref.kind
         if kind == "ResourceFlavor":
-            self.structure_dirty |= self.flavors.pop(ref.name, None) is not None
+            if self.flavors.pop(ref.name, None) is not None:
+                self.changes.flavors.add(ref.name)
+                self.structure_dirty = True
         elif kind == "ClusterQueue":
             self.structure_dirty |= self.cq_objs.pop(ref.name, None) is not None
         elif kind == "AdmissionCheck":
-            self.structure_dirty |= self.admission_checks.pop(ref.name, None) is not None
+            if self.admission_checks.pop(ref.name, None) is not None:
+                self.changes.checks.add(ref.name)
+                self.structure_dirty = True
         elif kind == "Cohort":
             self.structure_dirty |= self.cohort_objs.pop(ref.name, None) is not None
         elif kind == "LocalQueue":
@@ -160,7 +179,13 @@ class Cache:
 
     def invalidate_requests(self) -> None:
         self.requests_generation += 1
+        self.changes.fresh = True
         self.structure_dirty = True
+
+    def take_changes(self) -> TreeChanges:
+        """What changed since the last rebuild; the record starts empty again."""
+        changes, self.changes = self.changes, TreeChanges()
+        return changes
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """The Namespace's labels, with the name label the API server adds."""
@@ -442,3 +467,10 @@ def _quotas(groups: list[ResourceGroup]) -> dict[FR, Quota]:
                     else resource_value(rq.name, rq.lending_limit),
                 )
     return quotas
+
+
+_WithSpec = TypeVar("_WithSpec", ResourceFlavor, ClusterQueue, AdmissionCheck)
+
+
+def _spec_changed(old: _WithSpec | None, new: _WithSpec) -> bool:
+    return old is None or old.spec != new.spec

@@ -174,12 +174,22 @@ class Engine:
                 break
 
     def _rebuild(self) -> None:
-        """Rebuild the quota tree and queues from the objects, then refill them."""
-        self.cache.rebuild()
-        self.queues.reset(self.cache.cqs)
+        """Rebuild the quota tree and queues from the objects, then refill them.
+
+        Parked workloads stay parked, and the trees the change concerns have
+        them retried after the batch period (see :mod:`tree_changes`); after a
+        change of what workloads request, every pending workload is tried afresh.
+        """
+        cache, queues = self.cache, self.queues
+        changes = cache.take_changes()
+        parked = {} if changes.fresh else queues.parked()
+        cache.rebuild()
+        queues.reset(cache.cqs, changes.fresh)
         self.lifecycle.drain_stopped_queues()
-        # Every pending workload is placed again; inadmissible ones get another try.
-        self.lifecycle.place_pending()
+        self.lifecycle.place_pending(parked)
+        if not changes.fresh:
+            for root in changes.retried_roots(cache.cqs, cache.cohorts):
+                queues.requeue_later(root, self.lifecycle.now_ms)
 
     def next_wakeup_ms(self) -> int | None:
         """When a TICK would let parked workloads try again, or None when nothing waits.

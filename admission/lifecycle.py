@@ -14,7 +14,7 @@ the event is done.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kueuestream.admission import admission_checks as ac
@@ -41,7 +41,7 @@ from kueuestream.admission.pending_reasons import (
 from kueuestream.admission.preemption import Target, cq_path, preemption_message
 from kueuestream.admission.quantity import resource_value
 from kueuestream.admission.queue_manager import QueueManager
-from kueuestream.admission.queues import WorkloadKey
+from kueuestream.admission.queues import GroupKey, WorkloadKey
 from kueuestream.admission.quota import FR
 from kueuestream.admission.requests import pod_requests, scale
 from kueuestream.admission.state import ClusterQueueRecord, Phase, WorkloadRecord
@@ -241,8 +241,11 @@ class Lifecycle:
 
     # --------------------------------------------------------------- queueing
 
-    def place(self, rec: WorkloadRecord) -> None:
+    def place(self, rec: WorkloadRecord, parked_in: tuple[str, GroupKey] | None = None) -> None:
         """Put a pending workload in its ClusterQueue's queue, or say why it cannot be.
+
+        ``parked_in``: the ClusterQueue and group it was parked with before the quota
+        tree was rebuilt; queued there again, it is parked again, its status as it was.
 
         Kueue makes these checks in its workload controller
         (``reconcileOnLocalQueueActiveState``, ``reconcileOnClusterQueueActiveState``)
@@ -277,7 +280,9 @@ class Lifecycle:
             self._inadmissible(rec, SUSPENDED, f"ClusterQueue {cq.name} is inactive")
             return
         rec.cluster_queue = cq.name
-        self._mark_pending_evaluation(rec)
+        set_aside = parked_in is not None and parked_in[0] == cq.name
+        if not set_aside:
+            self._mark_pending_evaluation(rec)
         if cq.checks or rec.checks:
             self._sync_checks(rec, cq, None)
         if rec.requeue_at_ms is not None and rec.requeue_at_ms > self.now_ms:
@@ -285,6 +290,8 @@ class Lifecycle:
             self.queues.hold(rec.key, rec.requeue_at_ms)
             return
         self.queues.push(rec, cq.name, stated=rec.conditions.get(QUOTA_RESERVED) is not None)
+        if parked_in is not None and set_aside:
+            self.queues.set_aside(rec.key, cq.name, parked_in[1])
 
     def _evict_inactive(self, rec: WorkloadRecord) -> None:
         """An inactive workload without quota is evicted all the same, once, as Kueue's does.
@@ -306,9 +313,13 @@ class Lifecycle:
         ac.reset_on_eviction(rec.checks, self.now_ms)
         self._mark(rec, Action.PENDING)
 
-    def place_pending(self) -> None:
+    def place_pending(self, parked: Mapping[WorkloadKey, tuple[str, GroupKey]]) -> None:
         """Queue every pending workload again, by key (after the quota tree was rebuilt).
 
+        One that was ``parked`` and is queued in the same ClusterQueue again goes
+        back among the parked, with the same group: a change of the tree does
+        not try it at once, but only when the retry asked for falls due, as in
+        Kueue, whose queues the change leaves as they are.
         A workload holding quota has its checks synced with its ClusterQueue's,
         which may have changed, and is admitted if every remaining one is Ready.
         """
@@ -317,7 +328,7 @@ class Lifecycle:
         for key in sorted(workloads):
             rec = workloads[key]
             if rec.phase == Phase.PENDING:
-                self.place(rec)
+                self.place(rec, parked.get(key))
             elif rec.phase == Phase.ADMITTED and not rec.evicting:
                 cq = cqs.get(rec.cluster_queue)
                 if cq is not None and (cq.checks or rec.checks):

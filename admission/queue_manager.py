@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import Enum
 
-from kueuestream.admission.queues import PendingQueue, WorkloadKey
+from kueuestream.admission.queues import GroupKey, PendingQueue, WorkloadKey
 from kueuestream.admission.state import ClusterQueueRecord, WorkloadRecord
 
 # Kueue moves a cohort tree's inadmissible workloads back to their queues a second
@@ -42,15 +42,26 @@ class QueueManager:
         # Workloads kept out of their queue until a time (a retried admission check's backoff).
         self.held: dict[WorkloadKey, int] = {}
 
-    def reset(self, cqs: Mapping[str, ClusterQueueRecord]) -> None:
-        """Empty queues for a freshly built quota tree; the caller queues every pending workload again."""
+    def reset(self, cqs: Mapping[str, ClusterQueueRecord], fresh: bool) -> None:
+        """Empty queues for a freshly built quota tree; the caller queues every pending workload again.
+
+        ``fresh``: every pending workload will be tried, so the retries asked for are moot.
+        """
         self.queues = {
             name: PendingQueue(strict_fifo=cq.obj.spec.queueing_strategy == "StrictFIFO")
             for name, cq in cqs.items()
         }
-        # Queuing every pending workload again is the requeue those asked for: Kueue's
-        # requeuer would make one of all the requests of a batch period, not two.
-        self.requeue_due.clear()
+        if fresh:
+            # Kueue's requeuer would make one retry of all the requests of a batch period, not two.
+            self.requeue_due.clear()
+
+    def parked(self) -> dict[WorkloadKey, tuple[str, GroupKey]]:
+        """Every parked workload, with its ClusterQueue and group."""
+        return {key: (name, gkey) for name in sorted(self.queues) for key, gkey in self.queues[name].parked()}
+
+    def set_aside(self, key: WorkloadKey, cq_name: str, gkey: GroupKey) -> None:
+        """Park a queued workload again, in the group it was parked with (see ``PendingQueue.set_aside``)."""
+        self.queues[cq_name].set_aside(key, gkey)
 
     def push(self, rec: WorkloadRecord, cq_name: str, stated: bool) -> None:
         """Queue a pending workload to be tried (Kueue's ``AddOrUpdateWorkload``).

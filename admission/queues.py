@@ -142,6 +142,24 @@ class PendingQueue:
             return key
         return None
 
+    def parked(self) -> list[tuple[WorkloadKey, GroupKey]]:
+        """Every parked workload with its group, in queue order."""
+        found: dict[WorkloadKey, GroupKey] = {}
+        order, group_of = self.order, self.group_of
+        for gkey, group in self.groups.items():
+            if group.parked:
+                # The members' heap may still hold entries of workloads gone or moved.
+                for entry in group.members:
+                    key = (entry[3], entry[4])
+                    if order.get(key) == entry and group_of.get(key) == gkey:
+                        found[key] = gkey
+        return sorted(found.items(), key=lambda kg: order[kg[0]])
+
+    def set_aside(self, key: WorkloadKey, gkey: GroupKey) -> None:
+        """A queued workload back among the parked members of ``gkey``, its reason kept."""
+        self.push(key, self.order[key], gkey)
+        self.groups[gkey].parked = True
+
     def requeue_inadmissible(self) -> bool:
         moved = False
         for gkey, group in self.groups.items():

@@ -59,17 +59,19 @@ def test_deleting_a_workload_of_another_tree_leaves_them_alone() -> None:
     assert r.pending_message("waiting").endswith("1 more needed")
 
 
-def test_a_clusterqueue_change_is_the_requeue_already_asked_for() -> None:
-    """``huge`` deleted asks for a requeue a batch period later; ``q``'s quota changing in
-    the same batch queues every pending Workload again at once, which is that requeue:
-    nothing is left to try a second time a second later (Kueue's requeuer makes one
-    requeue of all the requests of a batch period)."""
+def test_a_clusterqueue_change_rides_along_the_requeue_already_asked_for() -> None:
+    """``huge`` deleted asks for a requeue a batch period later; ``q``'s quota changing
+    half a period later asks for its tree's too (``Manager.UpdateClusterQueue``), and
+    Kueue's requeuer makes one requeue of all the requests of a batch period: the parked
+    Workloads are tried once, when the first request falls due."""
     r = _settled()
     r.tick()
-    r.apply(Event(EventType.DELETE, r.time_ms, ref=ObjectRef("Workload", "default", "huge"), batch=True))
-    cycles, now = r.engine.cycles, r.time_ms
+    now = r.time_ms
+    r.apply(Event(EventType.DELETE, now, ref=ObjectRef("Workload", "default", "huge"), batch=True))
+    r.time_ms = now + 500
+    cycles = r.engine.cycles
     r.load(cluster_queue("q", "default: [{name: cpu, nominalQuota: 5}]"))
     assert r.pending_message("waiting").endswith("1 more needed")
     assert r.engine.cycles == cycles + 1
-    assert r.time_ms == now
+    assert r.time_ms == now + 1000
     assert r.engine.next_wakeup_ms() is None
