@@ -175,11 +175,14 @@ async def test_listing_then_live_quota_changes_reach_the_log_and_the_pipeline(
     quota = modified.object["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]  # type: ignore[index]
     assert quota["nominalQuota"] == "6"
 
-    # The pipeline reading this very log: pending at 4 CPUs, admitted once the quota is 6.
+    # The pipeline reading this very log: pending at 4 CPUs; the quota raised to 6 retries
+    # it a batch period later (Kueue's requeuer), when the pipeline's clock ticks.
     decisions: list[DecisionRecord] = []
     pipeline = EmbeddedPipeline(FileLog(tmp_path), on_decision=decisions.append)
     try:
         pipeline.pump()
+        assert [d.action.value for d in decisions if d.ref.name == wl] == ["Pending"]
+        pipeline.advance_clock()
     finally:
         pipeline.close()
     assert [d.action.value for d in decisions if d.ref.name == wl] == ["Pending", "Admitted"]
