@@ -417,6 +417,7 @@ def _candidate(rec: WorkloadRecord) -> Candidate:
         reserved_ms=rec.reserved_ms,
         usage=rec.usage,
         evicting=rec.evicting,
+        uid=rec.obj.metadata.uid,
     )
 
 

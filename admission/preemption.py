@@ -39,6 +39,8 @@ class Candidate:
     reserved_ms: int
     usage: Mapping[FR, int]
     evicting: bool
+    # metadata.uid, Kueue's last tie-breaker ("" when the manifest has none).
+    uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +93,12 @@ def uses_any(cand: Candidate, frs: frozenset[FR]) -> bool:
 
 
 def candidate_order(cq_name: str) -> Callable[[Candidate], tuple[object, ...]]:
-    """Evicting first, then other queues' workloads, lower priority, most recently admitted.
+    """Evicting first, then other queues' workloads, lower priority, most recently admitted,
+    then by UID (Kueue's ``CandidatesOrdering``).
 
-    Kueue breaks the last tie by UID, which is random; the newest creation time
-    breaks it here, so replays agree and the youngest work is lost first.
+    The API server makes UIDs at random, so a tie there falls anywhere; among
+    Workloads without one (objects from files) the newest creation time decides,
+    so that the youngest work is lost first.
     """
 
     def key(c: Candidate) -> tuple[object, ...]:
@@ -103,6 +107,7 @@ def candidate_order(cq_name: str) -> Callable[[Candidate], tuple[object, ...]]:
             c.cluster_queue == cq_name,
             c.priority,
             -c.reserved_ms,
+            c.uid,
             -c.created_ms,
             c.key,
         )
