@@ -35,7 +35,7 @@ from kueuestream.agents.sources.watch_events import as_batch, identify, listing_
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import ErrorRecord, WatchEvent, WatchEventType
 from tests.parity import upstream
-from tests.parity.scenarios import DELETE, FINISH, UPDATE, WAVE, scenario
+from tests.parity.scenarios import CHECKS_READY, DELETE, FINISH, UPDATE, WAVE, scenario
 
 COMPARED_CONDITIONS = ("QuotaReserved", "Admitted")
 PREEMPTION_CONDITIONS = (*COMPARED_CONDITIONS, "Evicted", "Preempted", "Requeued")
@@ -137,10 +137,31 @@ def _annotation(doc: Mapping[str, Any], key: str) -> str | None:
     return annotations.get(key)
 
 
+def _true(status: Mapping[str, Any]) -> set[str]:
+    return {c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"}
+
+
 def _holds_quota(status: Mapping[str, Any]) -> bool:
-    """Quota reserved and not being evicted: a running job that can complete."""
-    true = {c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"}
+    """Quota reserved and not being evicted."""
+    true = _true(status)
     return "QuotaReserved" in true and "Evicted" not in true
+
+
+def _running(status: Mapping[str, Any]) -> bool:
+    """Admitted and not being evicted: a running job that can complete."""
+    return _holds_quota(status) and "Admitted" in _true(status)
+
+
+def _checks_ready(workload: dict[str, Any]) -> dict[str, Any] | None:
+    """The Workload with every admission check set Ready, as their controllers would write
+    it, or None when it has none that is not Ready yet."""
+    status = dict(workload.get("status") or {})
+    checks = status.get("admissionChecks") or []
+    if all(c.get("state") == "Ready" for c in checks):
+        return None
+    ready = {"state": "Ready", "message": "", "lastTransitionTime": rfc3339(NOW_MS)}
+    status["admissionChecks"] = [{**c, **ready} for c in checks]
+    return {**workload, "status": status}
 
 
 def _finished(workload: dict[str, Any]) -> dict[str, Any]:
@@ -158,15 +179,20 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     As :func:`kueuestream.agents.embedded.runtime.admit` does for one listing:
     the first wave (every object not annotated :data:`WAVE`) is one listing
     settled to quiescence; then the Workloads annotated :data:`FINISH` that
-    hold quota finish (their update with the ``Finished`` condition, as a
-    watch sees it), those annotated :data:`DELETE` are deleted, the
-    ClusterQueues annotated :data:`UPDATE` take their new spec, and the
-    pipeline settles again; the second wave is one listing more.
+    are admitted finish (their update with the ``Finished`` condition, as a
+    watch sees it), those annotated :data:`DELETE` are deleted, those
+    annotated :data:`CHECKS_READY` that hold quota have their admission checks
+    set Ready, the ClusterQueues annotated :data:`UPDATE` take their new spec,
+    and the pipeline settles again; the second wave is one listing more.
     """
     second = [d for d in docs if _annotation(d, WAVE) == "2"]
     updates = [d for d in docs if _annotation(d, UPDATE)]
     first = [d for d in docs if not any(d is s for s in (*second, *updates))]
-    finishing = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in first if _annotation(d, FINISH)}
+
+    def marked(key: str) -> set[tuple[str, str]]:
+        return {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in first if _annotation(d, key)}
+
+    finishing, checking = marked(FINISH), marked(CHECKS_READY)
     log = MemoryLog()
     pipeline = EmbeddedPipeline(log)
 
@@ -176,17 +202,26 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
         pipeline.advance_clock()
 
     settle(listing_events(first, NOW_MS)[0])
+    settled = pipeline.admission.workload_objects()
     done = [
         watch_event(found, WatchEventType.MODIFIED, NOW_MS)
-        for w in pipeline.admission.workload_objects()
+        for w in settled
         if (w["metadata"]["namespace"], w["metadata"]["name"]) in finishing
-        if _holds_quota(w.get("status") or {})
+        if _running(w.get("status") or {})
         if not isinstance(found := identify(_finished(w)), str)
     ]
     done += [
         watch_event(found, WatchEventType.DELETED, NOW_MS)
         for d in first
         if _annotation(d, DELETE) and not isinstance(found := identify(d), str)
+    ]
+    done += [
+        watch_event(found, WatchEventType.MODIFIED, NOW_MS)
+        for w in settled
+        if (w["metadata"]["namespace"], w["metadata"]["name"]) in checking
+        if not _annotation(w, DELETE) and _holds_quota(w.get("status") or {})
+        if (ready := _checks_ready(w)) is not None
+        if not isinstance(found := identify(ready), str)
     ]
     done += [
         watch_event(found, WatchEventType.MODIFIED, NOW_MS)

@@ -18,8 +18,10 @@ several pod sets, partial admission (``minCount``), Workloads that can never
 fit, Workloads whose LocalQueue or ClusterQueue is missing, flavors' node
 labels, taints and tolerations against pod sets' node selectors, required
 node affinity and tolerations, which Workloads finish or are deleted, a
-ClusterQueue's quota changing; optionally preemption policies with a second
-wave, and fair sharing with weights.
+ClusterQueue's quota changing, admission checks (on every flavor or some,
+active, inactive or missing) and which Workloads' checks turn Ready;
+optionally preemption policies with a second wave, and fair sharing with
+weights.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ FINISH = "parity.kueuestream.io/finish"
 DELETE = "parity.kueuestream.io/delete"
 # "true": a ClusterQueue's new spec, applied once the first wave has settled.
 UPDATE = "parity.kueuestream.io/update"
+# "true": once the first wave has settled, the controllers of the Workload's admission
+# checks set them Ready, if it then holds quota (upstream/parity_test.go reads it too).
+CHECKS_READY = "parity.kueuestream.io/checks-ready"
+CHECK_CONTROLLER = "example.com/parity-check"
 
 
 def _quantity(resource: str, amount: int) -> str:
@@ -200,6 +206,7 @@ def scenario(
     fair_sharing: bool = False,
     placement: bool = True,
     finishing: bool = True,
+    checks: bool = True,
 ) -> list[dict[str, Any]]:
     """The manifests of scenario ``seed`` (the same seed gives the same scenario).
 
@@ -212,7 +219,8 @@ def scenario(
     the seed gives without it. ``placement=False`` leaves out node labels,
     taints, selectors and tolerations (:func:`_place`), and ``finishing=False``
     the Workloads that finish or are deleted (:func:`_finish`) and the
-    ClusterQueue update (:func:`_update_quota`), as scenarios were before they
+    ClusterQueue update (:func:`_update_quota`), and ``checks=False`` the
+    admission checks (:func:`_admission_checks`), as scenarios were before they
     had them.
     """
     docs = _scenario(seed, preemption)
@@ -220,6 +228,8 @@ def scenario(
         _place(random.Random(f"placement-{seed}"), docs)  # its own draws, as fair sharing's
     if finishing:
         _finish(random.Random(f"finishing-{seed}"), docs)
+    if checks:
+        _admission_checks(random.Random(f"checks-{seed}"), docs)
     if fair_sharing:
         fair = random.Random(f"fair-sharing-{seed}")  # its own draws: the rest stays as without
         _weigh(fair, docs)
@@ -242,6 +252,56 @@ def _finish(rng: random.Random, docs: list[dict[str, Any]]) -> None:
             annotations[FINISH if draw < 0.33 else DELETE] = "true"
         if not annotations:
             del doc["metadata"]["annotations"]
+
+
+def _admission_checks(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """In about a third of scenarios, AdmissionChecks that some ClusterQueues require.
+
+    One or two checks; each is active, inactive, or never created (a ClusterQueue
+    naming one of those two is inactive, Kueue's ``updateWithAdmissionChecks``).
+    A ClusterQueue requires some of them, each on all its flavors or some
+    (``admissionChecksStrategy``). About half of the Workloads are marked
+    :data:`CHECKS_READY`.
+    """
+    if rng.random() >= 0.35:
+        return
+    names = [f"check-{i}" for i in range(rng.randint(1, 2))]
+    created = []
+    for name in names:
+        draw = rng.random()
+        if draw < 0.08:
+            continue
+        active = draw >= 0.16
+        condition = {
+            "type": "Active",
+            "status": "True" if active else "False",
+            "reason": "Active" if active else "Inactive",
+            "message": "",
+            "lastTransitionTime": _rfc3339(T0),
+        }
+        created.append(
+            {
+                "apiVersion": API,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": name},
+                "spec": {"controllerName": CHECK_CONTROLLER},
+                "status": {"conditions": [condition]},
+            }
+        )
+    first_queue = next(i for i, d in enumerate(docs) if d["kind"] == "ClusterQueue")
+    docs[first_queue:first_queue] = created
+    for doc in docs:
+        if doc["kind"] == "ClusterQueue" and rng.random() < 0.5:
+            flavors = sorted({f["name"] for g in doc["spec"]["resourceGroups"] for f in g["flavors"]})
+            rules = []
+            for name in sorted(rng.sample(names, rng.randint(1, len(names)))):
+                rule: dict[str, Any] = {"name": name}
+                if len(flavors) > 1 and rng.random() < 0.5:
+                    rule["onFlavors"] = sorted(rng.sample(flavors, rng.randint(1, len(flavors) - 1)))
+                rules.append(rule)
+            doc["spec"]["admissionChecksStrategy"] = {"admissionChecks": rules}
+        elif doc["kind"] == "Workload" and rng.random() < 0.5:
+            doc["metadata"].setdefault("annotations", {})[CHECKS_READY] = "true"
 
 
 def _update_quota(rng: random.Random, docs: list[dict[str, Any]]) -> None:

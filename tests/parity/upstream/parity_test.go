@@ -7,7 +7,7 @@
 // unexported), builds the package's test binary and runs TestKueueParity on a
 // folder of scenarios.
 //
-// A scenario is one multi-document YAML file of ResourceFlavors, Cohorts,
+// A scenario is one multi-document YAML file of ResourceFlavors, AdmissionChecks, Cohorts,
 // ClusterQueues, Namespaces, LocalQueues and Workloads, and optionally a
 // Configuration whose fairSharing stanza turns fair sharing on in the
 // scheduler cache and the scheduler (as Kueue's main does from the
@@ -27,13 +27,18 @@
 // quota reservation unset with the eviction's message (GenericJobReconciler,
 // "handle eviction"), the update stored and handed to Kueue's own
 // WorkloadReconciler.Update, which frees the quota in the cache and queues
-// the Workload again. Once the first Workloads have reached quiescence, those
-// annotated parity.kueuestream.io/finish: "true" that hold quota (and are
-// not being evicted) finish, as Kueue's job framework finishes the Workload
+// the Workload again. After each quiescence, Kueue's workload controller
+// reconciles every Workload holding quota in a ClusterQueue with admission
+// checks (it lists the checks, Pending, and syncs the Admitted condition),
+// and every pending one whose ClusterQueue is inactive (it says so).
+// Once the first Workloads have reached quiescence, those annotated
+// parity.kueuestream.io/finish: "true" that are admitted (and not being
+// evicted) finish, as Kueue's job framework finishes the Workload
 // of a Job that completed, those annotated parity.kueuestream.io/delete:
-// "true" are deleted, a ClusterQueue annotated parity.kueuestream.io/update:
-// "true" (a second copy, with a new spec) is updated, and the cycles run to
-// quiescence again; then the Workloads annotated parity.kueuestream.io/wave:
+// "true" are deleted, the admission checks of those annotated
+// parity.kueuestream.io/checks-ready: "true" that hold quota are set Ready, a
+// ClusterQueue annotated parity.kueuestream.io/update: "true" (a second copy,
+// with a new spec) is updated, and the cycles run to quiescence again; then the Workloads annotated parity.kueuestream.io/wave:
 // "2" arrive, and the cycles run to quiescence once more.
 //
 // Feature gates: Kueue's main branch at v0.19's defaults, as Kueuestream
@@ -109,6 +114,11 @@ const kpDeleteAnnotation = "parity.kueuestream.io/delete"
 // first wave has settled.
 const kpUpdateAnnotation = "parity.kueuestream.io/update"
 
+// kpChecksReadyAnnotation ("true") marks the Workloads whose admission checks
+// their controllers set Ready once the first wave has settled, those of them
+// that then hold quota.
+const kpChecksReadyAnnotation = "parity.kueuestream.io/checks-ready"
+
 // The Finished condition's reason and message, as Kueue's job framework
 // writes them for a Job that succeeded.
 const (
@@ -169,6 +179,7 @@ func (t kpTrail) record(ctx context.Context, cl client.Client) error {
 type kpScenario struct {
 	fairSharing   *config.FairSharing // set: fair sharing on, with these strategies
 	flavors       []*kueue.ResourceFlavor
+	checks        []*kueue.AdmissionCheck
 	cohorts       []*kueue.Cohort
 	clusterQueues []*kueue.ClusterQueue
 	cqUpdates     []*kueue.ClusterQueue
@@ -213,6 +224,8 @@ func kpRead(path string, scheme *runtime.Scheme) (*kpScenario, error) {
 			s.fairSharing = o.FairSharing
 		case *kueue.ResourceFlavor:
 			s.flavors = append(s.flavors, o)
+		case *kueue.AdmissionCheck:
+			s.checks = append(s.checks, o)
 		case *kueue.Cohort:
 			s.cohorts = append(s.cohorts, o)
 		case *kueue.ClusterQueue:
@@ -332,15 +345,15 @@ func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadRecon
 	})
 }
 
-// kpFinish does for every Workload annotated kpFinishAnnotation that holds
-// quota and is not being evicted what Kueue's job framework does once its Job
+// kpFinish does for every Workload annotated kpFinishAnnotation that is
+// admitted and not being evicted what Kueue's job framework does once its Job
 // has completed (finish.Finish): the Finished condition set, True, with the
 // job's reason. Kueue's Update handler then drops it from the cache and
 // requeues the Workloads its quota may now let in. It returns how many
 // finished.
 func kpFinish(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
 	return kpEach(ctx, cl, "finished", func(old *kueue.Workload) (bool, string, error) {
-		if old.Annotations[kpFinishAnnotation] != "true" || !workload.HasQuotaReservation(old) ||
+		if old.Annotations[kpFinishAnnotation] != "true" || !workload.IsAdmitted(old) ||
 			apimeta.IsStatusConditionTrue(old.Status.Conditions, kueue.WorkloadEvicted) {
 			return false, "", nil
 		}
@@ -370,6 +383,59 @@ func kpDelete(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler
 		}
 		wr.Delete(event.TypedDeleteEvent[*kueue.Workload]{Object: wl})
 		return true, "", nil
+	})
+}
+
+// kpReconcile runs Kueue's workload controller (WorkloadReconciler.Reconcile)
+// on every Workload that needs it, as each update of the Workload would have
+// it run, until it changes nothing more.
+func kpReconcile(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler, needs func(*kueue.Workload) bool) error {
+	_, err := kpEach(ctx, cl, "reconciled", func(wl *kueue.Workload) (bool, string, error) {
+		if !needs(wl) {
+			return false, "", nil
+		}
+		key := client.ObjectKeyFromObject(wl)
+		before := wl.DeepCopy()
+		acted := false
+		for range 5 {
+			if _, err := wr.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+				return acted, "", err
+			}
+			var after kueue.Workload
+			if err := cl.Get(ctx, key, &after); err != nil {
+				return acted, "", err
+			}
+			if after.ResourceVersion == before.ResourceVersion {
+				break
+			}
+			acted = true
+			wr.Update(event.TypedUpdateEvent[*kueue.Workload]{ObjectOld: before, ObjectNew: &after})
+			before = &after
+		}
+		return acted, "", nil
+	})
+	return err
+}
+
+// kpChecksReady does for every Workload annotated kpChecksReadyAnnotation that
+// holds quota, is not being evicted and has a check not Ready yet what the
+// checks' controllers do once they let it through: every check's state set
+// Ready. It returns how many it changed.
+func kpChecksReady(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
+	return kpEach(ctx, cl, "checks ready", func(old *kueue.Workload) (bool, string, error) {
+		if old.Annotations[kpChecksReadyAnnotation] != "true" || !workload.HasQuotaReservation(old) ||
+			apimeta.IsStatusConditionTrue(old.Status.Conditions, kueue.WorkloadEvicted) ||
+			workload.HasAllChecksReady(old) {
+			return false, "", nil
+		}
+		wl := old.DeepCopy()
+		now := metav1.NewTime(time.Now())
+		for i := range wl.Status.AdmissionChecks {
+			wl.Status.AdmissionChecks[i].State = kueue.CheckStateReady
+			wl.Status.AdmissionChecks[i].Message = ""
+			wl.Status.AdmissionChecks[i].LastTransitionTime = now
+		}
+		return true, "", kpUpdateStatus(ctx, cl, wr, old, wl)
 	})
 }
 
@@ -414,6 +480,31 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 			return fail("flavor "+rf.Name, err)
 		}
 		cqCache.AddOrUpdateResourceFlavor(log, rf)
+	}
+	for _, ac := range s.checks {
+		if err := store(ac); err != nil {
+			return fail("admissioncheck "+ac.Name, err)
+		}
+		cqCache.AddOrUpdateAdmissionCheck(log, ac)
+	}
+	// The ClusterQueues whose Workloads Kueue's workload controller gives admission checks.
+	checked := map[string]bool{}
+	for _, cq := range append(append([]*kueue.ClusterQueue{}, s.clusterQueues...), s.cqUpdates...) {
+		if cq.Spec.AdmissionChecksStrategy != nil && len(cq.Spec.AdmissionChecksStrategy.AdmissionChecks) > 0 {
+			checked[cq.Name] = true
+		}
+	}
+	// What the scheduler leaves to Kueue's workload controller: a Workload holding
+	// quota where checks are required gets them listed in status.admissionChecks
+	// (new ones Pending) and its Admitted condition synced with their states; a
+	// pending one whose ClusterQueue is inactive, which the scheduler never sees,
+	// is told so (syncQuotaReservedFalseCondition).
+	reconciled := func(wl *kueue.Workload) bool {
+		if workload.HasQuotaReservation(wl) {
+			return checked[string(wl.Status.Admission.ClusterQueue)]
+		}
+		cqName, ok := qManager.ClusterQueueForWorkload(wl)
+		return ok && !cqCache.ClusterQueueActive(cqName)
 	}
 	for _, cohort := range s.cohorts {
 		if err := store(cohort); err != nil {
@@ -546,6 +637,9 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		if err := settle(false); err != nil {
 			return fail("scheduling", err)
 		}
+		if err := kpReconcile(ctx, cl, workloads, reconciled); err != nil {
+			return fail("reconciling", err)
+		}
 		if wave || result.Unsettled {
 			continue
 		}
@@ -556,6 +650,10 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		deleted, err := kpDelete(ctx, cl, workloads)
 		if err != nil {
 			return fail("deleting", err)
+		}
+		ready, err := kpChecksReady(ctx, cl, workloads)
+		if err != nil {
+			return fail("setting checks ready", err)
 		}
 		// As Kueue's ClusterQueueReconciler.Update hands a changed spec over.
 		for _, cq := range s.cqUpdates {
@@ -575,9 +673,15 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 				return fail("queues clusterqueue "+cq.Name, err)
 			}
 		}
-		if finished+deleted+len(s.cqUpdates) > 0 {
+		if err := kpReconcile(ctx, cl, workloads, reconciled); err != nil {
+			return fail("reconciling", err)
+		}
+		if finished+deleted+ready+len(s.cqUpdates) > 0 {
 			if err := settle(true); err != nil {
 				return fail("scheduling", err)
+			}
+			if err := kpReconcile(ctx, cl, workloads, reconciled); err != nil {
+				return fail("reconciling", err)
 			}
 		}
 	}
