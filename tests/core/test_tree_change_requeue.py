@@ -35,14 +35,25 @@ from tests.helpers import (
 STALE = "1 more needed"
 
 
-def _scenario(quota: int = 10, cohort: str = "") -> str:
+def _stale(
+    queue: str, flavor_name: str, cpus: tuple[int, int, int], prefix: str = "", cohort: str = ""
+) -> str:
+    """A ClusterQueue as full as ``running`` and ``small`` make it, with ``waiting`` parked
+    between them: its message, from before ``small`` was admitted, is 1 cpu short."""
+    running, waiting, small = cpus
     return (
-        flavor("default")
-        + cluster_queue("q", f"default: [{{name: cpu, nominalQuota: {quota}}}]", cohort=cohort)
-        + workload("running", "q", cpu="7", created="2024-01-01T00:00:00Z")
-        + workload("waiting", "q", cpu="4", created="2024-01-01T00:00:01Z")
-        + workload("small", "q", cpu="3", created="2024-01-01T00:00:02Z")
+        flavor(flavor_name)
+        + cluster_queue(
+            queue, f"{flavor_name}: [{{name: cpu, nominalQuota: {running + small}}}]", cohort=cohort
+        )
+        + workload(f"{prefix}running", queue, cpu=str(running), created="2024-01-01T00:00:00Z")
+        + workload(f"{prefix}waiting", queue, cpu=str(waiting), created="2024-01-01T00:00:01Z")
+        + workload(f"{prefix}small", queue, cpu=str(small), created="2024-01-01T00:00:02Z")
     )
+
+
+def _scenario(cohort: str = "") -> str:
+    return _stale("q", "default", (7, 4, 3), cohort=cohort)
 
 
 def _settled(extra: str = "", cohort: str = "") -> Run:
@@ -137,14 +148,7 @@ spec:
 def test_a_flavor_update_retries_the_clusterqueues_using_it() -> None:
     """``ResourceFlavorReconciler.Update`` retries the ClusterQueues using the flavor;
     one using another flavor keeps its parked Workload as it is."""
-    other = (
-        flavor("spare")
-        + cluster_queue("other", "spare: [{name: cpu, nominalQuota: 3}]")
-        + workload("also-running", "other", cpu="2", created="2024-01-01T00:00:00Z")
-        + workload("also-waiting", "other", cpu="2", created="2024-01-01T00:00:01Z")
-        + workload("also-small", "other", cpu="1", created="2024-01-01T00:00:02Z")
-    )
-    r = _settled(other)
+    r = _settled(_stale("other", "spare", (2, 2, 1), prefix="also-"))
     # 3 in use of 3: 2 short, while the message of its last try says 1.
     assert r.pending_message("also-waiting").endswith(STALE)
     r.load(flavor("default", labels="{pool: a}") + NEWCOMER)
