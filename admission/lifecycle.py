@@ -280,8 +280,9 @@ class Lifecycle:
             self._inadmissible(rec, SUSPENDED, f"ClusterQueue {cq.name} is inactive")
             return
         rec.cluster_queue = cq.name
-        set_aside = parked_in is not None and parked_in[0] == cq.name
-        if not set_aside:
+        # The group it goes back to, parked, when it was parked in this very ClusterQueue.
+        parked_group = parked_in[1] if parked_in is not None and parked_in[0] == cq.name else None
+        if parked_group is None:
             self._mark_pending_evaluation(rec)
         if cq.checks or rec.checks:
             self._sync_checks(rec, cq, None)
@@ -290,8 +291,8 @@ class Lifecycle:
             self.queues.hold(rec.key, rec.requeue_at_ms)
             return
         self.queues.push(rec, cq.name, stated=rec.conditions.get(QUOTA_RESERVED) is not None)
-        if parked_in is not None and set_aside:
-            self.queues.set_aside(rec.key, cq.name, parked_in[1])
+        if parked_group is not None:
+            self.queues.set_aside(rec.key, cq.name, parked_group)
 
     def _evict_inactive(self, rec: WorkloadRecord) -> None:
         """An inactive workload without quota is evicted all the same, once, as Kueue's does.

@@ -7,8 +7,9 @@
 // unexported), builds the package's test binary and runs TestKueueParity on a
 // folder of scenarios.
 //
-// A scenario is one multi-document YAML file of ResourceFlavors, AdmissionChecks, Cohorts,
-// ClusterQueues, Namespaces, LocalQueues and Workloads, and optionally a
+// A scenario is one multi-document YAML file of ResourceFlavors,
+// AdmissionChecks, Cohorts, ClusterQueues, Namespaces, LocalQueues and
+// Workloads, and optionally a
 // Configuration whose fairSharing stanza turns fair sharing on in the
 // scheduler cache and the scheduler (as Kueue's main does from the
 // Configuration file); written with every
@@ -38,8 +39,9 @@
 // "true" are deleted, the admission checks of those annotated
 // parity.kueuestream.io/checks-ready: "true" that hold quota are set Ready, a
 // ClusterQueue annotated parity.kueuestream.io/update: "true" (a second copy,
-// with a new spec) is updated, and the cycles run to quiescence again; then the Workloads annotated parity.kueuestream.io/wave:
-// "2" arrive, and the cycles run to quiescence once more.
+// with a new spec) is updated, and the cycles run to quiescence again; then
+// the Workloads annotated parity.kueuestream.io/wave: "2" arrive, and the
+// cycles run to quiescence once more.
 //
 // Feature gates: Kueue's main branch at v0.19's defaults, as Kueuestream
 // follows it: v0.19.2's own defaults except UnadmittedWorkloadsObservability,
