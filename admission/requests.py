@@ -23,6 +23,17 @@ def _container_requests(container: Container) -> _Exact:
     return {name: q.value for name, q in merged.items()}
 
 
+def containers_shape(spec: PodSpec) -> tuple[object, ...]:
+    """Each container's and init container's requests, limits standing in for missing
+    ones, and the overhead: the resource part of Kueue's ``utilpod.SpecShape``."""
+
+    def each(containers: list[Container]) -> tuple[tuple[tuple[str, Fraction], ...], ...]:
+        return tuple(tuple(sorted(_container_requests(c).items())) for c in containers)
+
+    overhead = tuple(sorted((name, q.value) for name, q in spec.overhead.items()))
+    return (each(spec.containers), each(spec.init_containers), overhead)
+
+
 def _add(into: _Exact, other: Mapping[str, Fraction]) -> None:
     for name, value in other.items():
         # Fraction arithmetic is slow: the first amount of a resource is taken as it is.

@@ -14,7 +14,7 @@ from kueuestream.admission.api.kueue import Workload
 from kueuestream.admission.assignment import PodSetRequest
 from kueuestream.admission.cache import Cache
 from kueuestream.admission.jobs import WORKLOAD_PRIORITY_CLASS_SOURCE
-from kueuestream.admission.requests import pod_requests, scale, without_prefixes
+from kueuestream.admission.requests import containers_shape, pod_requests, scale, without_prefixes
 from kueuestream.admission.state import WorkloadRecord
 
 _NO_DEVICES = dra.Counted({}, "")
@@ -82,15 +82,24 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
                 per_pod[resource] = per_pod.get(resource, 0) + amount
         requests = scale(per_pod, ps.count)
         out.append(PodSetRequest(ps.name, ps.count, requests, spec, ps.min_count, per_pod))
-        alike.append((ps.name, ps.count, ps.min_count, tuple(sorted(requests.items())), _constraints(spec)))
+        alike.append((ps.name, ps.count, ps.min_count, tuple(sorted(requests.items())), _shape(spec)))
     rec.pod_sets = out
     # No namespace: Kueue's computeSchedulingHash is the priority and the pod sets' shape, so
     # equivalent Workloads of a ClusterQueue may come from several namespaces.
     rec.equivalence = (rec.priority, tuple(alike))
 
 
-def _constraints(spec: PodSpec) -> str:
-    """What of a pod spec decides which flavors may take it, as comparable text."""
-    if not spec.node_selector and spec.affinity is None and not spec.tolerations:
-        return ""  # no constraint at all, the common case; never the text of any other
-    return spec.model_dump_json(include={"node_selector", "affinity", "tolerations"})
+def _shape(spec: PodSpec) -> object:
+    """The pod spec as Kueue's ``computeSchedulingHash`` sees it (``utilpod.SpecShape``):
+    each container's requests rather than their sum, init containers, overhead, the
+    constraints that decide which flavors may take it, the pod priority and the
+    resource claims. Two pod sets with the same total are not alike when one has a
+    sidecar the other folds into its container."""
+    plain = len(spec.containers) == 1 and not spec.init_containers and not spec.overhead
+    unconstrained = not spec.node_selector and spec.affinity is None and not spec.tolerations
+    if plain and unconstrained and spec.priority is None and not spec.resource_claims:
+        # The common case: the one container's requests are the pod set's, already in
+        # the workload's equivalence; never the shape of any other case.
+        return ""
+    fields = {"node_selector", "affinity", "tolerations", "priority", "resource_claims"}
+    return (containers_shape(spec), spec.model_dump_json(include=fields))

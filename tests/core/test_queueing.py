@@ -185,6 +185,46 @@ def test_missing_namespace_selector_matches_no_namespace() -> None:
     assert r.pending_message("w") == "workload namespace doesn't match ClusterQueue selector"
 
 
+SIDECAR = """        initContainers:
+        - name: sidecar
+          restartPolicy: Always
+          resources:
+            requests: {cpu: "1"}
+"""
+
+
+def test_equivalence_is_the_pod_shape_not_only_the_total() -> None:
+    """Kueue's ``computeSchedulingHash`` hashes ``utilpod.SpecShape``: each container's
+    requests (after ``AdjustResources`` took missing ones from limits), init containers
+    and overhead, besides the pod set's total. A sidecar makes another shape with the
+    same total, so its Workload is evaluated on its own; a limit standing in for a
+    request does not."""
+    limits_only = workload("w4", "q", cpu="3", created="2024-01-01T00:00:04Z")
+    limits_only = limits_only.replace('requests: {cpu: "3"}', 'limits: {cpu: "3"}')
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4)
+        + workload("w0", "q", cpu="3", created="2024-01-01T00:00:00Z")
+        + workload("w1", "q", cpu="3", created="2024-01-01T00:00:01Z")
+        + workload("w2", "q", cpu="2", created="2024-01-01T00:00:02Z", pod_extra=SIDECAR)
+        + workload("w3", "q", cpu="2", created="2024-01-01T00:00:03Z", pod_extra=SIDECAR)
+        + limits_only
+    )
+    r = run(text)
+    assert r.admitted() == ["w0"]
+    evaluated = (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu "
+        "in flavor default, 2 more needed"
+    )
+    bypassed = "Bypassed scheduling evaluation because an equivalent workload recently failed"
+    assert {name: r.pending_message(name) for name in ("w1", "w2", "w3", "w4")} == {
+        "w1": evaluated,
+        "w2": evaluated,
+        "w3": bypassed,
+        "w4": bypassed,
+    }
+
+
 def test_every_equivalent_waiting_workload_gets_the_reason() -> None:
     # Identical workloads are parked together when the first does not fit; each still
     # shows why it waits.
