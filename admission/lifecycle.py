@@ -31,6 +31,7 @@ from kueuestream.admission.pending_reasons import (
     GATE,
     INADMISSIBLE,
     MISCONFIGURED,
+    MSG_NAMESPACE_MISMATCH,
     MSG_PENDING_EVALUATION,
     PENDING,
     PENDING_EVALUATION,
@@ -44,6 +45,7 @@ from kueuestream.admission.queue_manager import QueueManager
 from kueuestream.admission.queues import GroupKey, WorkloadKey
 from kueuestream.admission.quota import FR
 from kueuestream.admission.requests import pod_requests, scale
+from kueuestream.admission.selectors import label_selector_matches
 from kueuestream.admission.state import ClusterQueueRecord, Phase, WorkloadRecord
 from kueuestream.admission.status import (
     ADMITTED,
@@ -63,6 +65,10 @@ from kueuestream.admission.timefmt import parse_rfc3339
 from kueuestream.admission.workload_info import ensure_requests, resolve_priority
 
 MSG_DEACTIVATED = "The workload is deactivated"
+# SyncAdmittedCondition without UnadmittedWorkloadsObservability, for a workload that lost
+# its reservation with checks not all Ready.
+LEGACY_NO_RESERVATION_CHECKS = "NoReservationUnsatisfiedChecks"
+MSG_NO_RESERVATION_CHECKS = "The workload has no reservation and not all checks ready"
 # Kueue's Evicted reasons for admission checks: a Retry, and a Rejected (which deactivates).
 EVICTED_BY_CHECK = "AdmissionCheck"
 DEACTIVATED_BY_CHECK = "DeactivatedDueToAdmissionCheck"
@@ -259,31 +265,29 @@ class Lifecycle:
             return  # the rebuild places every pending workload
         if not rec.active:
             self._evict_inactive(rec)
-            self._inadmissible(rec, DEACTIVATED, MSG_DEACTIVATED)
+            if self._granular():
+                self._inadmissible(rec, DEACTIVATED, MSG_DEACTIVATED)
+                return
+            # Without the gate Kueue tells an inactive workload only what blocks its queue
+            # (resolveLegacyUnadmittedQuotaReservedCondition) and leaves it as it was otherwise.
+            rec.cluster_queue = ""
+            blocked = self._queue_blocker(rec)
+            if isinstance(blocked, tuple):
+                self._inadmissible(rec, *blocked)
             return
         if rec.pod_sets is None:
             self._inadmissible(rec, MISCONFIGURED, rec.requests_problem)
             return
-        lq_name = rec.obj.spec.queue_name
-        lq = cache.local_queues.get((rec.key[0], lq_name))
-        if lq is None:
-            self._inadmissible(rec, MISCONFIGURED, f"LocalQueue {lq_name} doesn't exist")
+        blocked = self._queue_blocker(rec)
+        if isinstance(blocked, tuple):
+            self._inadmissible(rec, *blocked)
             return
-        if lq.spec.stop_policy != "None":
-            self._inadmissible(rec, SUSPENDED, f"LocalQueue {lq_name} is inactive")
-            return
-        cq = cache.cqs.get(lq.spec.cluster_queue)
-        if cq is None:
-            self._inadmissible(rec, MISCONFIGURED, f"ClusterQueue {lq.spec.cluster_queue} doesn't exist")
-            return
-        if cq.inactive_reason:
-            self._inadmissible(rec, SUSPENDED, f"ClusterQueue {cq.name} is inactive")
-            return
+        cq = blocked
         rec.cluster_queue = cq.name
         # The group it goes back to, parked, when it was parked in this very ClusterQueue.
         parked_group = parked_in[1] if parked_in is not None and parked_in[0] == cq.name else None
         if parked_group is None:
-            self._mark_pending_evaluation(rec)
+            self._mark_pending_evaluation(rec, cq)
         if cq.checks or rec.checks:
             self._sync_checks(rec, cq, None)
         if rec.requeue_at_ms is not None and rec.requeue_at_ms > self.now_ms:
@@ -293,6 +297,23 @@ class Lifecycle:
         self.queues.push(rec, cq.name, stated=rec.conditions.get(QUOTA_RESERVED) is not None)
         if parked_group is not None:
             self.queues.set_aside(rec.key, cq.name, parked_group)
+
+    def _queue_blocker(self, rec: WorkloadRecord) -> ClusterQueueRecord | tuple[str, str]:
+        """The active ClusterQueue the workload's LocalQueue points to, or the granular
+        reason and message of what blocks it (Kueue's ``getQueueBlocker``)."""
+        cache = self.cache
+        lq_name = rec.obj.spec.queue_name
+        lq = cache.local_queues.get((rec.key[0], lq_name))
+        if lq is None:
+            return MISCONFIGURED, f"LocalQueue {lq_name} doesn't exist"
+        if lq.spec.stop_policy != "None":
+            return SUSPENDED, f"LocalQueue {lq_name} is inactive"
+        cq = cache.cqs.get(lq.spec.cluster_queue)
+        if cq is None:
+            return MISCONFIGURED, f"ClusterQueue {lq.spec.cluster_queue} doesn't exist"
+        if cq.inactive_reason:
+            return SUSPENDED, f"ClusterQueue {cq.name} is inactive"
+        return cq
 
     def _evict_inactive(self, rec: WorkloadRecord) -> None:
         """An inactive workload without quota is evicted all the same, once, as Kueue's does.
@@ -354,16 +375,23 @@ class Lifecycle:
         rec.cluster_queue = ""
         self.set_pending(rec, choose(self._granular(), granular_reason, INADMISSIBLE), message)
 
-    def _mark_pending_evaluation(self, rec: WorkloadRecord) -> None:
+    def _mark_pending_evaluation(self, rec: WorkloadRecord, cq: ClusterQueueRecord) -> None:
         """A queued workload that nothing blocks waits for the scheduler: ``PendingEvaluation``.
 
-        Kueue's ``resolveGranularUnadmittedQuotaReservedCondition``: a reason the
-        scheduler wrote stays until the next cycle; any other (a queue that was
-        missing or stopped, a deactivation) becomes PendingEvaluation (``Pending``
-        while the workload is still marked Evicted: see :meth:`_evaluation_reason`);
-        a workload without the condition gets it only with
-        UnadmittedWorkloadsExplicitStatus.
+        Kueue's ``resolveGranularUnadmittedQuotaReservedCondition``: a namespace
+        the ClusterQueue does not select is ``Misconfigured`` at once
+        (``ValidateAdmissibility``, before anything else is looked at); a reason
+        the scheduler wrote stays until the next cycle; any other (a queue that
+        was missing or stopped, a deactivation) becomes PendingEvaluation
+        (``Pending`` while the workload is still marked Evicted: see
+        :meth:`_evaluation_reason`); a workload without the condition gets it
+        only with UnadmittedWorkloadsExplicitStatus.
         """
+        if self._granular() and not label_selector_matches(
+            cq.obj.spec.namespace_selector, self.cache.namespace_labels(rec.key[0])
+        ):
+            self.set_pending(rec, MISCONFIGURED, MSG_NAMESPACE_MISMATCH)
+            return
         cond = rec.conditions.get(QUOTA_RESERVED)
         if cond is None:
             self._read_gates()
@@ -465,8 +493,11 @@ class Lifecycle:
             self._mark(rec, Action.ADMITTED)
             return
         observability = self.cache.config.gate("UnadmittedWorkloadsObservability")
-        reason = "UnsatisfiedAdmissionChecks" if observability else "UnsatisfiedChecks"
-        rec.conditions.set(ADMITTED, False, reason, MSG_CHECKS_NOT_READY, self.now_ms)
+        # Without the gate, SyncAdmittedCondition changes nothing while the workload is
+        # as admitted as it was: a workload never admitted gets no Admitted condition.
+        if observability or rec.conditions.is_true(ADMITTED):
+            reason = "UnsatisfiedAdmissionChecks" if observability else "UnsatisfiedChecks"
+            rec.conditions.set(ADMITTED, False, reason, MSG_CHECKS_NOT_READY, self.now_ms)
         self._mark(rec, Action.QUOTA_RESERVED)
 
     def _check_outcome(self, rec: WorkloadRecord) -> None:
@@ -561,11 +592,27 @@ class Lifecycle:
         rec.conditions.set(REQUEUED, reason in ("Preempted", "NodeFailures"), reason, message, self.now_ms)
         pending = PENDING_EVALUATION if at_once and self._granular() else self._evaluation_reason(rec)
         rec.conditions.set(QUOTA_RESERVED, False, pending, message, self.now_ms)
-        rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
+        self._sync_unreserved(rec)
         if reason == EVICTED_BY_CHECK and (rec.requeue_at_ms is None or rec.requeue_at_ms <= self.now_ms):
             self._end_backoff(rec)
         self._mark(rec, Action.REQUEUED)
         self.place(rec)
+
+    def _sync_unreserved(self, rec: WorkloadRecord) -> None:
+        """Admitted=False once the quota is released (Kueue's ``SyncAdmittedCondition``).
+
+        With the gate: NoReservation. Without it, only a workload that was admitted
+        changes, and it says whether its checks, reset to Pending by the eviction, are
+        not all Ready too.
+        """
+        if self._granular():
+            rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
+        elif rec.conditions.is_true(ADMITTED):
+            if all(c.state == ac.READY for c in rec.checks):
+                reason, message = REASON_NO_RESERVATION, MSG_NO_RESERVATION
+            else:
+                reason, message = LEGACY_NO_RESERVATION_CHECKS, MSG_NO_RESERVATION_CHECKS
+            rec.conditions.set(ADMITTED, False, reason, message, self.now_ms)
 
     def drain_stopped_queues(self) -> None:
         """Evict, by key, the admitted workloads of queues stopped with ``HoldAndDrain``."""

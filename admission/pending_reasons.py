@@ -49,6 +49,8 @@ SCHEDULER_SET = frozenset(
 )
 
 MSG_PENDING_EVALUATION = "Workload is pending evaluation in the scheduling queue"
+# Kueue's ``workload.ErrNamespaceMismatch``.
+MSG_NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
 
 # ``reasonSeverity``: a flavor that can never match is worse than quota that
 # can never suffice, which is worse than quota that is in use.

@@ -42,6 +42,7 @@ from kueuestream.admission.lifecycle import Lifecycle
 from kueuestream.admission.pending_reasons import (
     GATE,
     MISCONFIGURED,
+    MSG_NAMESPACE_MISMATCH,
     PENDING,
     WAITING_FOR_PREEMPTED_WORKLOADS,
     WAITING_FOR_QUOTA,
@@ -65,8 +66,6 @@ from kueuestream.admission.status import QUOTA_RESERVED
 MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
 MSG_BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
-# Kueue's ``workload.ErrNamespaceMismatch``.
-MSG_NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
 
 
 class EntryKind(Enum):
@@ -375,16 +374,18 @@ class Scheduler:
             # the Workload's pod sets, and the head waits for the next event.
             limit = sum(len(g.flavors) for g in entry.cq.view.groups) * len(rec.pod_sets or ())
             return last.run < limit
-        # Equivalent workloads wait with it and, if they never had one, take its reason;
-        # with the gate on, in the words of Kueue's workload controller for a workload
-        # bulk-moved behind an equivalent one (SchedulingEquivalenceHashing).
-        message = MSG_BYPASSED if self.granular else entry.message
+        # Equivalent workloads wait with it and take its reason, in the words of Kueue's
+        # workload controller for a workload bulk-moved behind an equivalent one
+        # (SchedulingEquivalenceHashing). Without the gate that controller has no words
+        # for them (resolveLegacyUnadmittedQuotaReservedCondition): they stay as they are.
+        if not self.granular:
+            return True
         workloads = self.cache.workloads
         for key in parked:
             other = workloads[key]
-            if _changes(other, entry.reason, message):
+            if _changes(other, entry.reason, MSG_BYPASSED):
                 other.trace = trace.equivalent(self.cycles, entry.reason, entry.rec.key)
-                self.lifecycle.set_pending(other, entry.reason, message)
+                self.lifecycle.set_pending(other, entry.reason, MSG_BYPASSED)
         return True
 
 

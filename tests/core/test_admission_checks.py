@@ -145,8 +145,10 @@ def test_every_required_check_must_be_ready() -> None:
     assert cond(r, "a", "Admitted")[0] == "True"
 
 
-def test_without_the_observability_gate_the_reason_is_the_legacy_one() -> None:
-    """SyncAdmittedCondition with UnadmittedWorkloadsObservability off: reason UnsatisfiedChecks."""
+def test_without_the_observability_gate_a_workload_never_admitted_has_no_admitted_condition() -> None:
+    """SyncAdmittedCondition with UnadmittedWorkloadsObservability off changes nothing while
+    ``IsAdmitted`` equals reservation-and-checks-Ready: quota reserved with a check Pending
+    leaves Admitted absent; with the checks Ready it is admitted."""
     config = Configuration.model_validate(
         {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -155,7 +157,11 @@ def test_without_the_observability_gate_the_reason_is_the_legacy_one() -> None:
         }
     )
     r = loaded([check("prov"), *queue([{"name": "prov"}]), wl("a")], config)
-    assert cond(r, "a", "Admitted")[:2] == ("False", "UnsatisfiedChecks")
+    assert cond(r, "a", "QuotaReserved")[0] == "True"
+    assert r.condition("a", "Admitted") is None
+    ready = reported(wl("a"), r.time_ms, ("prov", "Ready", "", None))
+    r.apply(Event(EventType.UPSERT, r.time_ms, manifest=ready))
+    assert cond(r, "a", "Admitted")[0] == "True"
 
 
 def test_a_workload_arriving_with_ready_checks_is_admitted_at_reservation() -> None:

@@ -94,15 +94,16 @@ def test_a_workload_created_inactive_is_evicted_as_deactivated(config: Configura
     UnadmittedWorkloadsObservability gate, before the QuotaReserved condition is synced."""
     r = loaded([*queue(), wl("a", active=False)], config)
     assert r.admitted() == []
-    quota_reason = "Deactivated" if config is None else "Inadmissible"
-    # With the gate, UnsetQuotaReservationWithCondition's SyncAdmittedCondition adds Admitted beside it.
-    unreserved = (
-        [("Admitted", "False", "NoReservation", "The workload has no reservation")] if config is None else []
-    )
+    # With the gate, QuotaReserved says Deactivated and UnsetQuotaReservationWithCondition's
+    # SyncAdmittedCondition adds Admitted beside it; without it, nothing blocks the queue,
+    # so resolveLegacyUnadmittedQuotaReservedCondition writes no QuotaReserved.
+    unreserved = [
+        ("QuotaReserved", "False", "Deactivated", MSG),
+        ("Admitted", "False", "NoReservation", "The workload has no reservation"),
+    ]
     assert conditions(r, "a") == [
         ("Evicted", "True", "Deactivated", MSG),
-        ("QuotaReserved", "False", quota_reason, MSG),
-        *unreserved,
+        *(unreserved if config is None else []),
     ]
     assert "admission" not in r.status("a")
 

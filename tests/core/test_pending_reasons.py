@@ -373,14 +373,8 @@ QUEUE_BLOCKERS = [
         ("Suspended", "ClusterQueue q is inactive"),
         id="cluster-queue-stopped",
     ),
-    pytest.param(
-        flavor("default")
-        + cluster_queue("q", CQ4)
-        + workload("w", "q").replace("spec:\n  queueName", "spec:\n  active: false\n  queueName"),
-        ("Deactivated", "The workload is deactivated"),
-        id="deactivated",
-    ),
 ]
+INACTIVE = workload("w", "q").replace("spec:\n  queueName", "spec:\n  active: false\n  queueName")
 
 
 @pytest.mark.parametrize(("text", "expected"), QUEUE_BLOCKERS)
@@ -393,6 +387,30 @@ def test_queue_blockers_with_the_gate_on(text: str, expected: tuple[str, str]) -
 def test_queue_blockers_with_the_gate_off_are_inadmissible(text: str, expected: tuple[str, str]) -> None:
     """``resolveLegacyUnadmittedQuotaReservedCondition``: the same messages, reason Inadmissible."""
     assert reserved(run(text, GATE_OFF), "w") == ("Inadmissible", expected[1])
+
+
+def test_an_inactive_workload_is_deactivated_before_any_queue_blocker() -> None:
+    """``resolveGranularUnadmittedQuotaReservedCondition`` looks at ``IsActive`` first."""
+    stopped = cluster_queue("q", CQ4, spec_extra="  stopPolicy: Hold")
+    for queue in (cluster_queue("q", CQ4), stopped):
+        assert reserved(run(flavor("default") + queue + INACTIVE), "w") == (
+            "Deactivated",
+            "The workload is deactivated",
+        )
+
+
+def test_without_the_gate_an_inactive_workload_hears_only_of_its_queue() -> None:
+    """``resolveLegacyUnadmittedQuotaReservedCondition`` has no reason for an inactive
+    Workload: it writes a queue blocker's message, Inadmissible, and nothing otherwise."""
+    assert (
+        run(flavor("default") + cluster_queue("q", CQ4) + INACTIVE, GATE_OFF).condition("w", "QuotaReserved")
+        is None
+    )
+    stopped = cluster_queue("q", CQ4, spec_extra="  stopPolicy: Hold")
+    assert reserved(run(flavor("default") + stopped + INACTIVE, GATE_OFF), "w") == (
+        "Inadmissible",
+        "ClusterQueue q is inactive",
+    )
 
 
 STRICT_BLOCKED = (

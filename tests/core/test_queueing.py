@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kueuestream.admission.api.config import Configuration
 from tests.helpers import cluster_queue, flavor, run, workload
 
 CQ4 = "default: [{name: cpu, nominalQuota: 4}]"
@@ -183,6 +184,22 @@ def test_missing_namespace_selector_matches_no_namespace() -> None:
     )
     r = run(text)
     assert r.pending_message("w") == "workload namespace doesn't match ClusterQueue selector"
+
+
+def test_without_the_gate_equivalent_workloads_are_left_as_they_are() -> None:
+    """With UnadmittedWorkloadsObservability off, the head that did not fit says so
+    (``Pending``), and the equivalent Workloads bulk-moved with it get nothing: Kueue's
+    workload controller has no legacy words for them
+    (``resolveLegacyUnadmittedQuotaReservedCondition``)."""
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4)
+        + "".join(workload(f"w{i}", "q", cpu="3", created=f"2024-01-01T00:00:0{i}Z") for i in range(4))
+    )
+    r = run(text, Configuration.model_validate({"featureGates": {"UnadmittedWorkloadsObservability": False}}))
+    assert r.admitted() == ["w0"]
+    assert r.condition("w1", "QuotaReserved")["reason"] == "Pending"  # type: ignore[index]
+    assert [r.condition(name, "QuotaReserved") for name in ("w2", "w3")] == [None, None]
 
 
 SIDECAR = """        initContainers:

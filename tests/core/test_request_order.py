@@ -323,6 +323,43 @@ def test_a_namespace_mismatch_sets_aside_no_equivalent_workload() -> None:
     )
 
 
+def test_a_namespace_not_selected_is_told_before_the_scheduler_reaches_it() -> None:
+    """Kueue's workload controller checks the namespace when it reconciles a queued Workload
+    (``resolveGranularUnadmittedQuotaReservedCondition`` → ``ValidateAdmissibility``), before
+    any scheduling cycle: behind a StrictFIFO head that never fits, the Workload of a
+    namespace the ClusterQueue does not select is Misconfigured all the same, and one of a
+    selected namespace has no condition yet. Without the gate the workload controller leaves
+    both alone."""
+    text = (
+        flavor("default")
+        + _namespace("team-a", "a")
+        + _namespace("team-b", "b")
+        + cluster_queue(
+            "q",
+            "default: [{name: cpu, nominalQuota: 4}]",
+            spec_extra="  namespaceSelector: {matchLabels: {team: a}}\n  queueingStrategy: StrictFIFO",
+        ).replace("  namespaceSelector: {}\n", "")
+        + _local_queue("team-a")
+        + _local_queue("team-b")
+        + workload("head", "q", cpu="5", created="2024-01-01T00:00:00Z", namespace="team-a")
+        + workload("b", "q", cpu="1", created="2024-01-01T00:00:01Z", namespace="team-b")
+        + workload("a", "q", cpu="1", created="2024-01-01T00:00:02Z", namespace="team-a")
+    )
+    r = run(text)
+    assert r.admitted() == []
+    assert condition(r, "head", "QuotaReserved")[1] == "ExceedsMaxQuota"  # type: ignore[index]
+    assert condition(r, "b", "QuotaReserved") == (
+        "False",
+        "Misconfigured",
+        "workload namespace doesn't match ClusterQueue selector",
+    )
+    assert condition(r, "a", "QuotaReserved") is None
+    legacy = run(
+        text, Configuration.model_validate({"featureGates": {"UnadmittedWorkloadsObservability": False}})
+    )
+    assert [condition(legacy, name, "QuotaReserved") for name in ("a", "b")] == [None, None]
+
+
 @pytest.mark.parametrize("seed", [655, 696, 774, 801, 1025, 1058, 1121])
 def test_parity_scenarios_that_once_stopped_the_engine_run_to_the_end(seed: int) -> None:
     """Scenarios of ``tests/parity`` where a Workload parked alone after a namespace mismatch
