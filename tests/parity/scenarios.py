@@ -17,9 +17,13 @@ parents, namespace selectors, queueing strategy, priorities, creation times,
 several pod sets, partial admission (``minCount``), Workloads that can never
 fit, Workloads whose LocalQueue or ClusterQueue is missing, flavors' node
 labels, taints and tolerations against pod sets' node selectors, required
-node affinity and tolerations, which Workloads finish or are deleted, a
-ClusterQueue's quota changing, admission checks (on every flavor or some,
-active, inactive or missing) and which Workloads' checks turn Ready;
+node affinity and tolerations, how pod sets' requests are written (init
+containers, sidecars, pod overhead, limits standing for missing requests,
+milli-CPU), ClusterQueues stopped with ``Hold`` or ``HoldAndDrain`` (and
+restarted by their update), inactive Workloads, Kueue's feature gates that
+change scheduling turned off (:data:`GATES`), which Workloads finish or are
+deleted, a ClusterQueue's quota changing, admission checks (on every flavor or
+some, active, inactive or missing) and which Workloads' checks turn Ready;
 optionally preemption policies with a second wave, and fair sharing with
 weights.
 """
@@ -199,6 +203,74 @@ def _place(rng: random.Random, docs: list[dict[str, Any]]) -> None:
                     pod["tolerations"] = [_toleration(rng)]
 
 
+def _pod_shapes(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """Requests written as users write them, which Kueue sums as the kubelet does
+    (``PodRequests``: the larger of the containers' sum and each init container,
+    sidecars counted with the containers, plus the overhead) once its workload
+    controller has taken missing requests from limits (``AdjustResources``)."""
+    for doc in docs:
+        if doc["kind"] == "ClusterQueue":
+            for group in doc["spec"]["resourceGroups"]:
+                for flavor in group["flavors"]:
+                    for quota in flavor["resources"]:
+                        if quota["name"] == "cpu" and rng.random() < 0.15:
+                            quota["nominalQuota"] = f"{int(quota['nominalQuota']) * 1000 + 500}m"
+            continue
+        if doc["kind"] != "Workload":
+            continue
+        for pod_set in doc["spec"]["podSets"]:
+            pod = pod_set["template"]["spec"]
+            container = pod["containers"][0]
+            requests = container["resources"]["requests"]
+            covered = [r for r in requests if r in RESOURCES]
+            if "cpu" in requests and requests["cpu"] != "0" and rng.random() < 0.15:
+                requests["cpu"] = f"{int(requests['cpu']) * 1000 - rng.choice([0, 0, 500])}m"
+            draw = rng.random()
+            if draw < 0.25 and covered:
+                init: dict[str, Any] = {"name": "init", "image": "registry.k8s.io/pause:3.9"}
+                if draw < 0.1:
+                    init |= {"name": "sidecar", "restartPolicy": "Always"}
+                ceiling = 1 if draw < 0.1 else 4
+                init["resources"] = {"requests": {r: _quantity(r, rng.randint(0, ceiling)) for r in covered}}
+                pod["initContainers"] = [init]
+            if covered and rng.random() < 0.1:
+                resource = rng.choice(covered)
+                pod["overhead"] = {resource: "500m" if resource == "cpu" else _quantity(resource, 1)}
+            draw = rng.random()
+            if draw < 0.1:
+                resource = rng.choice(sorted(requests))
+                container["resources"]["limits"] = {resource: requests.pop(resource)}
+            elif draw < 0.2:
+                container["resources"]["limits"] = dict(requests)
+
+
+def _stops(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """Some ClusterQueues stopped (``stopPolicy`` ``Hold`` or ``HoldAndDrain``) and some
+    Workloads inactive (``spec.active: false``)."""
+    for doc in docs:
+        if doc["kind"] == "ClusterQueue" and rng.random() < 0.12:
+            doc["spec"]["stopPolicy"] = rng.choice(["Hold", "HoldAndDrain"])
+        elif doc["kind"] == "Workload" and rng.random() < 0.07:
+            doc["spec"]["active"] = False
+
+
+# Gates of Kueue 0.19 that change what the scheduler decides or writes, all on by default.
+GATES = ("UnadmittedWorkloadsObservability", "PartialAdmission", "PrioritySortingWithinCohort")
+
+
+def _gates(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """In about one scenario of six, one or two of :data:`GATES` turned off in the
+    Configuration's ``featureGates`` (a Configuration of their own without fair sharing)."""
+    if rng.random() >= 0.17:
+        return
+    gates = {gate: False for gate in sorted(rng.sample(GATES, rng.randint(1, 2)))}
+    config = next((d for d in docs if d["kind"] == "Configuration"), None)
+    if config is None:
+        config = {"apiVersion": CONFIG_API, "kind": "Configuration"}
+        docs.insert(0, config)
+    config["featureGates"] = gates
+
+
 def scenario(
     seed: int,
     *,
@@ -207,6 +279,7 @@ def scenario(
     placement: bool = True,
     finishing: bool = True,
     checks: bool = True,
+    shapes: bool = True,
 ) -> list[dict[str, Any]]:
     """The manifests of scenario ``seed`` (the same seed gives the same scenario).
 
@@ -220,12 +293,17 @@ def scenario(
     taints, selectors and tolerations (:func:`_place`), and ``finishing=False``
     the Workloads that finish or are deleted (:func:`_finish`) and the
     ClusterQueue update (:func:`_update_quota`), and ``checks=False`` the
-    admission checks (:func:`_admission_checks`), as scenarios were before they
-    had them.
+    admission checks (:func:`_admission_checks`), and ``shapes=False`` the
+    pod shapes, stopped ClusterQueues, inactive Workloads and feature gates
+    turned off (:func:`_pod_shapes`, :func:`_stops`, :func:`_gates`), as
+    scenarios were before they had them.
     """
     docs = _scenario(seed, preemption)
     if placement:
         _place(random.Random(f"placement-{seed}"), docs)  # its own draws, as fair sharing's
+    if shapes:
+        _pod_shapes(random.Random(f"pod-shapes-{seed}"), docs)
+        _stops(random.Random(f"stops-{seed}"), docs)
     if finishing:
         _finish(random.Random(f"finishing-{seed}"), docs)
     if checks:
@@ -234,6 +312,8 @@ def scenario(
         fair = random.Random(f"fair-sharing-{seed}")  # its own draws: the rest stays as without
         _weigh(fair, docs)
         docs.insert(0, _fair_sharing(fair))
+    if shapes:
+        _gates(random.Random(f"gates-{seed}"), docs)
     if finishing:
         # After the weights: the new spec keeps the ClusterQueue's weight and changes a quota only.
         _update_quota(random.Random(f"quota-update-{seed}"), docs)
@@ -306,7 +386,8 @@ def _admission_checks(rng: random.Random, docs: list[dict[str, Any]]) -> None:
 
 def _update_quota(rng: random.Random, docs: list[dict[str, Any]]) -> None:
     """In about two scenarios of five, one ClusterQueue's new spec (:data:`UPDATE`): one
-    nominal quota up or down by 1 to 3, never below its lending limit."""
+    nominal quota up or down by 1 to 3, never below its lending limit; a stopped
+    ClusterQueue is started again in half of them."""
     queues = [d for d in docs if d["kind"] == "ClusterQueue"]
     if rng.random() >= 0.4:
         return
@@ -314,8 +395,15 @@ def _update_quota(rng: random.Random, docs: list[dict[str, Any]]) -> None:
     quotas = [q for g in updated["spec"]["resourceGroups"] for f in g["flavors"] for q in f["resources"]]
     quota = rng.choice(quotas)
     floor = _amount(quota.get("lendingLimit", "0"))
-    nominal = max(floor, _amount(quota["nominalQuota"]) + rng.choice([-3, -2, -1, 1, 2, 3]))
-    quota["nominalQuota"] = _quantity(quota["name"], nominal)
+    change = rng.choice([-3, -2, -1, 1, 2, 3])
+    if quota["nominalQuota"].endswith("m"):  # milli-CPU (:func:`_pod_shapes`)
+        milli = max(floor * 1000, int(quota["nominalQuota"].removesuffix("m")) + change * 1000)
+        quota["nominalQuota"] = f"{milli}m"
+    else:
+        nominal = max(floor, _amount(quota["nominalQuota"]) + change)
+        quota["nominalQuota"] = _quantity(quota["name"], nominal)
+    if updated["spec"]["stopPolicy"] != "None" and rng.random() < 0.5:
+        updated["spec"]["stopPolicy"] = "None"
     updated["metadata"]["annotations"] = {UPDATE: "true"}
     docs.append(updated)
 

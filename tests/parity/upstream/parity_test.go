@@ -12,11 +12,15 @@
 // Workloads, and optionally a
 // Configuration whose fairSharing stanza turns fair sharing on in the
 // scheduler cache and the scheduler (as Kueue's main does from the
-// Configuration file); written with every
+// Configuration file) and whose featureGates are set for the scenario's
+// run; written with every
 // field the API server would default already set (the harness applies no
 // defaulting). Its objects are stored in controller-runtime's fake client and
 // handed to Kueue's scheduler cache and queue manager the way Kueue's
-// controllers hand over added objects, in that order; then
+// controllers hand over added objects, in that order (a Workload through the
+// workload controller's Create handler, which takes missing requests from
+// limits, and then its Reconcile, which tells one its queue or namespace
+// selector blocks); then
 // Scheduler.schedule(ctx) runs cycle after cycle until no active
 // ClusterQueue has a head (Manager.Heads would block, see ksHasHeads in
 // heads_test.go): quiescence, since no Workload finishes. Inadmissible requeue
@@ -31,7 +35,10 @@
 // the Workload again. After each quiescence, Kueue's workload controller
 // reconciles every Workload holding quota in a ClusterQueue with admission
 // checks (it lists the checks, Pending, and syncs the Admitted condition),
-// and every pending one whose ClusterQueue is inactive (it says so).
+// every pending one whose ClusterQueue is inactive (it says so) and every
+// inactive one; when an update changes a ClusterQueue's stopPolicy or
+// admissionChecksStrategy, every Workload of that ClusterQueue
+// (workloadQueueHandler.Update).
 // Once the first Workloads have reached quiescence, those annotated
 // parity.kueuestream.io/finish: "true" that are admitted (and not being
 // evicted) finish, as Kueue's job framework finishes the Workload
@@ -39,11 +46,12 @@
 // "true" are deleted, the admission checks of those annotated
 // parity.kueuestream.io/checks-ready: "true" that hold quota are set Ready, a
 // ClusterQueue annotated parity.kueuestream.io/update: "true" (a second copy,
-// with a new spec) is updated, and the cycles run to quiescence again; then
+// with a new spec, which may start it again) is updated, and the cycles run to quiescence again; then
 // the Workloads annotated parity.kueuestream.io/wave: "2" arrive, and the
 // cycles run to quiescence once more.
 //
-// Feature gates: Kueue's main branch at v0.19's defaults, as Kueuestream
+// Feature gates: a scenario's Configuration may turn some off for its run;
+// otherwise Kueue's main branch at v0.19's defaults, as Kueuestream
 // follows it: v0.19.2's own defaults except UnadmittedWorkloadsObservability,
 // on (main turns it on from 0.19), and FlavorFungibilityPreserveScanProgress,
 // off (v0.19.2 ships it on, main lists it from 0.20).
@@ -82,8 +90,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -180,6 +191,7 @@ func (t kpTrail) record(ctx context.Context, cl client.Client) error {
 
 type kpScenario struct {
 	fairSharing   *config.FairSharing // set: fair sharing on, with these strategies
+	featureGates  map[string]bool
 	flavors       []*kueue.ResourceFlavor
 	checks        []*kueue.AdmissionCheck
 	cohorts       []*kueue.Cohort
@@ -224,6 +236,7 @@ func kpRead(path string, scheme *runtime.Scheme) (*kpScenario, error) {
 		switch o := obj.(type) {
 		case *config.Configuration:
 			s.fairSharing = o.FairSharing
+			s.featureGates = o.FeatureGates
 		case *kueue.ResourceFlavor:
 			s.flavors = append(s.flavors, o)
 		case *kueue.AdmissionCheck:
@@ -448,6 +461,21 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		result.Error = err.Error()
 		return result
 	}
+	// As Kueue's main applies the Configuration's featureGates; the gates the
+	// test set come back once the scenario has run.
+	before := map[string]bool{}
+	for gate := range s.featureGates {
+		before[gate] = features.Enabled(featuregate.Feature(gate))
+	}
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(s.featureGates); err != nil {
+		result.Error = err.Error()
+		return result
+	}
+	defer func() {
+		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(before); err != nil {
+			t.Fatal(err)
+		}
+	}()
 	log := logr.Discard()
 	ctx := ctrl.LoggerInto(context.Background(), log)
 	cl := utiltesting.NewClientBuilder().
@@ -502,6 +530,9 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 	// pending one whose ClusterQueue is inactive, which the scheduler never sees,
 	// is told so (syncQuotaReservedFalseCondition).
 	reconciled := func(wl *kueue.Workload) bool {
+		if !workload.IsActive(wl) {
+			return true
+		}
 		if workload.HasQuotaReservation(wl) {
 			return checked[string(wl.Status.Admission.ClusterQueue)]
 		}
@@ -552,10 +583,10 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 			if err := store(wl); err != nil {
 				return fmt.Errorf("workload %s: %w", wl.Name, err)
 			}
-			if err := qManager.AddOrUpdateWorkload(log, wl); err != nil {
-				// No such LocalQueue: Kueue's workload controller leaves it pending.
-				continue
-			}
+			// As its informer delivers a new Workload: the handler takes missing
+			// requests from limits (AdjustResources) and queues it; one without
+			// a LocalQueue stays pending.
+			workloads.Create(event.TypedCreateEvent[*kueue.Workload]{Object: wl})
 		}
 		return nil
 	}
@@ -636,6 +667,12 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		if err := add(wave); err != nil {
 			return fail("adding workloads", err)
 		}
+		// Each new Workload is reconciled once created, before the scheduler's
+		// next cycle: one its queue or namespace selector blocks is told so.
+		added := func(wl *kueue.Workload) bool { return (wl.Annotations[kpWaveAnnotation] == "2") == wave }
+		if err := kpReconcile(ctx, cl, workloads, added); err != nil {
+			return fail("reconciling", err)
+		}
 		if err := settle(false); err != nil {
 			return fail("scheduling", err)
 		}
@@ -657,7 +694,11 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		if err != nil {
 			return fail("setting checks ready", err)
 		}
-		// As Kueue's ClusterQueueReconciler.Update hands a changed spec over.
+		// As Kueue's ClusterQueueReconciler.Update hands a changed spec over. A
+		// changed stopPolicy or admissionChecksStrategy also has the workload
+		// controller reconcile every Workload of the ClusterQueue
+		// (workloadQueueHandler.Update).
+		restated := map[kueue.ClusterQueueReference]bool{}
 		for _, cq := range s.cqUpdates {
 			var stored kueue.ClusterQueue
 			if err := cl.Get(ctx, client.ObjectKeyFromObject(cq), &stored); err != nil {
@@ -665,6 +706,10 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 			}
 			cq.ResourceVersion = stored.ResourceVersion
 			specUpdated := !equality.Semantic.DeepEqual(stored.Spec, cq.Spec)
+			if !ptr.Equal(stored.Spec.StopPolicy, cq.Spec.StopPolicy) ||
+				!equality.Semantic.DeepEqual(stored.Spec.AdmissionChecksStrategy, cq.Spec.AdmissionChecksStrategy) {
+				restated[kueue.ClusterQueueReference(cq.Name)] = true
+			}
 			if err := cl.Update(ctx, cq); err != nil {
 				return fail("updating clusterqueue "+cq.Name, err)
 			}
@@ -674,6 +719,13 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 			if err := qManager.UpdateClusterQueue(ctx, cq, specUpdated); err != nil {
 				return fail("queues clusterqueue "+cq.Name, err)
 			}
+		}
+		inRestated := func(wl *kueue.Workload) bool {
+			cqName, ok := qManager.ClusterQueueForWorkload(wl)
+			return ok && restated[cqName]
+		}
+		if err := kpReconcile(ctx, cl, workloads, inRestated); err != nil {
+			return fail("reconciling", err)
 		}
 		if err := kpReconcile(ctx, cl, workloads, reconciled); err != nil {
 			return fail("reconciling", err)
