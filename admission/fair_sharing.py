@@ -242,7 +242,7 @@ class FairSharing:
             return order < 0
         if self.gate("PrioritySortingWithinCohort") and a.rec.priority != b.rec.priority:
             return a.rec.priority > b.rec.priority
-        return a.rec.created_ms < b.rec.created_ms
+        return a.rec.queued_ms < b.rec.queued_ms
 
     # ------------------------------------------------------------- preemption
 

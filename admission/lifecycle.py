@@ -39,7 +39,12 @@ from kueuestream.admission.pending_reasons import (
     SUSPENDED,
     choose,
 )
-from kueuestream.admission.preemption import Target, cq_path, preemption_message
+from kueuestream.admission.preemption import (
+    IN_COHORT_RECLAIM_WHILE_BORROWING,
+    Target,
+    cq_path,
+    preemption_message,
+)
 from kueuestream.admission.quantity import resource_value
 from kueuestream.admission.queue_manager import QueueManager
 from kueuestream.admission.queues import GroupKey, WorkloadKey
@@ -263,6 +268,7 @@ class Lifecycle:
         ensure_requests(rec, cache)
         if cache.structure_dirty:
             return  # the rebuild places every pending workload
+        rec.queued_ms = self._queue_order_ms(rec)
         if not rec.active:
             self._evict_inactive(rec)
             if self._granular():
@@ -297,6 +303,23 @@ class Lifecycle:
         self.queues.push(rec, cq.name, stated=rec.conditions.get(QUOTA_RESERVED) is not None)
         if parked_group is not None:
             self.queues.set_aside(rec.key, cq.name, parked_group)
+
+    def _queue_order_ms(self, rec: WorkloadRecord) -> int:
+        """When the workload queued, as Kueue orders its queues, cycles and
+        ``LowerOrNewerEqualPriority`` by it (``Ordering.GetQueueOrderTimestamp``): since
+        its admission checks evicted it, while it is still marked so; without
+        PrioritySortingWithinCohort, just after a preemption that reclaimed quota it
+        borrowed; otherwise since its creation."""
+        evicted = rec.conditions.get(EVICTED)
+        if evicted is not None and evicted.status == "True" and evicted.reason == EVICTED_BY_CHECK:
+            return evicted.time_ms
+        if not self.cache.config.gate("PrioritySortingWithinCohort"):
+            preempted = rec.conditions.get(PREEMPTED)
+            reclaimed = ("True", IN_COHORT_RECLAIM_WHILE_BORROWING)
+            if preempted is not None and (preempted.status, preempted.reason) == reclaimed:
+                # Kueue adds a millisecond, so it sorts after its preemptor.
+                return preempted.time_ms + 1
+        return rec.created_ms
 
     def _queue_blocker(self, rec: WorkloadRecord) -> ClusterQueueRecord | tuple[str, str]:
         """The active ClusterQueue the workload's LocalQueue points to, or the granular

@@ -253,7 +253,7 @@ class Scheduler:
         pre = Preemptor(
             cluster_queue=cq.name,
             priority=rec.priority,
-            created_ms=rec.created_ms,
+            created_ms=rec.queued_ms,
             # Kueue's Assignment.TotalRequestsFor leaves zero requests out: a request of 0
             # would otherwise count as borrowing where the queue is over its nominal quota.
             usage={fr: value for fr, value in assignment.usage.items() if value},
@@ -265,7 +265,7 @@ class Scheduler:
         """What preemption could do for one pair of a flavor (Kueue's ``SimulatePreemption``)."""
 
         def simulate(fr: FR, value: int) -> tuple[Granular, int]:
-            pre = Preemptor(cq.name, rec.priority, rec.created_ms, {fr: value}, frozenset((fr,)))
+            pre = Preemptor(cq.name, rec.priority, rec.queued_ms, {fr: value}, frozenset((fr,)))
             targets = self._preemption_targets(pre, cq, snapshot)
             if not targets:
                 return Granular.NO_CANDIDATES, 0
@@ -428,6 +428,6 @@ def classical_order(entries: list[Entry], by_priority: bool) -> list[Entry]:
     def key(e: Entry) -> tuple[object, ...]:
         borrows = e.assignment.borrowing if e.assignment else 0
         prio = -e.rec.priority if by_priority else 0
-        return (borrows, prio, e.rec.created_ms, e.rec.key)
+        return (borrows, prio, e.rec.queued_ms, e.rec.key)
 
     return sorted(entries, key=key)

@@ -97,13 +97,17 @@ class WorkloadRecord:
     trace: dict[str, Any] | None = None
     # What every decision about it names; made once, as a backlog's statuses are emitted by the thousand.
     ref: ObjectRef = field(init=False)
+    # When it queued, as queues and cycles order it (see Lifecycle.place); its creation
+    # until it is placed.
+    queued_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.ref = ObjectRef("Workload", self.key[0], self.key[1])
+        self.queued_ms = self.created_ms
 
     @property
     def active(self) -> bool:
         return self.obj.spec.active and not self.check_rejected
 
     def order_key(self) -> OrderKey:
-        return (not self.sticky, -self.priority, self.created_ms, self.key[0], self.key[1])
+        return (not self.sticky, -self.priority, self.queued_ms, self.key[0], self.key[1])

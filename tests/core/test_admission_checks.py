@@ -317,6 +317,29 @@ def test_retry_without_a_delay_requeues_at_once() -> None:
     ]
 
 
+def test_a_workload_its_checks_evicted_queues_from_the_eviction_not_its_creation() -> None:
+    """``Ordering.GetQueueOrderTimestamp``: a Workload evicted by its admission checks is
+    ordered by the Evicted condition's time while it is marked so. Behind a StrictFIFO head
+    created after it but before the eviction, which never fits, it waits."""
+    docs = queue([{"name": "prov"}])
+    docs[2]["spec"]["queueingStrategy"] = "StrictFIFO"
+    older = workload_manifest("a", "lq", {"cpu": "4"}, created=rfc3339(T0))
+    blocker = workload_manifest("b", "lq", {"cpu": "5"}, created=rfc3339(T0 + 500))
+    r = loaded([check("prov"), *docs, older, blocker])
+    assert cond(r, "a", "QuotaReserved")[0] == "True"
+    r.tick()
+    retry = reported(older, r.time_ms, ("prov", "Retry", "", None))
+    r.apply(Event(EventType.UPSERT, r.time_ms, manifest=retry))
+    r.tick()
+    assert cond(r, "a", "Requeued")[:2] == ("True", "BackoffFinished")
+    assert cond(r, "a", "QuotaReserved") == (
+        "False",
+        "PendingEvaluation",
+        'Evicted due to AdmissionCheck in Retry state: "prov"',
+    )
+    assert cond(r, "b", "QuotaReserved")[1] == "ExceedsMaxQuota"
+
+
 def test_rejected_deactivates_the_workload_and_frees_its_quota() -> None:
     """reconcileCheckBasedEviction with a Rejected check: SetDeactivationTarget, then the eviction
     of a deactivated workload with reason ``Deactivated`` + ``DueTo`` + ``AdmissionCheck``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kueuestream.admission.api.config import Configuration
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.events import Action, Decision, Event, EventType
 from tests.helpers import cluster_queue, docs_of, flavor, run, workload
@@ -225,3 +226,37 @@ def test_a_stopped_victim_waits_with_the_reason_kueues_job_integration_writes(
     )
     assert conditions["Evicted"]["status"] == "True"
     assert "admission" not in requeued.status
+
+
+@pytest.mark.parametrize("sorting", [True, False], ids=["priority-sorting", "no-priority-sorting"])
+def test_without_priority_sorting_a_workload_reclaimed_while_borrowing_queues_after_the_preemption(
+    sorting: bool,
+) -> None:
+    """``Ordering.GetQueueOrderTimestamp``: with PrioritySortingWithinCohort off, a Workload
+    preempted with reason InCohortReclaimWhileBorrowing is ordered by the Preempted condition's
+    time plus a millisecond, not its creation. In a StrictFIFO queue, a Workload created after
+    it but before that preemption then goes first once quota is free; with the gate on (the
+    default) the older one stays at the head and blocks it."""
+    policy = "  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort: {policy: LowerPriority}"
+    strict = "  queueingStrategy: StrictFIFO"
+    config = Configuration.model_validate({"featureGates": {"PrioritySortingWithinCohort": sorting}})
+    r = run(
+        flavor("default")
+        + cluster_queue("a", "default: [{name: cpu, nominalQuota: 2}]", cohort="c", spec_extra=policy)
+        + cluster_queue("b", "default: [{name: cpu, nominalQuota: 2}]", cohort="c", spec_extra=strict)
+        + workload("b-big", "b", cpu="4", priority=1, created="2023-11-01T00:00:00Z"),
+        config,
+    )
+    assert r.admitted() == ["b-big"]
+    r.tick()
+    r.load(workload("a-big", "a", cpu="4", priority=10, created="2023-11-01T00:02:00Z"))
+    r.tick()
+    assert r.admitted() == ["a-big"]
+    assert r.condition("b-big", "Preempted")["reason"] == "InCohortReclaimWhileBorrowing"  # type: ignore[index]
+    # Created before the preemption, after b-big; then one more cpu for b, which only it fits.
+    r.load(workload("b-late", "b", cpu="1", priority=1, created="2023-11-01T00:01:00Z"))
+    r.tick()
+    r.load(cluster_queue("b", "default: [{name: cpu, nominalQuota: 3}]", cohort="c", spec_extra=strict))
+    r.tick()
+    r.tick()
+    assert r.admitted() == (["a-big"] if sorting else ["a-big", "b-late"])
