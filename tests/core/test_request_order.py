@@ -296,21 +296,29 @@ def test_equivalent_workloads_of_other_namespaces_are_set_aside_together() -> No
     )
 
 
-def test_a_namespace_mismatch_sets_aside_no_equivalent_workload() -> None:
-    """``requeueIfNotPresent`` bulk-moves equivalents only after NoFit or PreemptionNoCandidates:
-    the head whose namespace the ClusterQueue does not select waits alone, and its equivalent
-    from a selected namespace is admitted."""
-    text = (
+def _team_a_only(spec_extra: str = "") -> str:
+    """Namespaces team-a and team-b, each with a LocalQueue of ClusterQueue ``q`` (4 cpu),
+    which selects team-a's only."""
+    return (
         flavor("default")
         + _namespace("team-a", "a")
         + _namespace("team-b", "b")
         + cluster_queue(
             "q",
             "default: [{name: cpu, nominalQuota: 4}]",
-            spec_extra="  namespaceSelector: {matchLabels: {team: a}}",
+            spec_extra="  namespaceSelector: {matchLabels: {team: a}}" + spec_extra,
         ).replace("  namespaceSelector: {}\n", "")
         + _local_queue("team-a")
         + _local_queue("team-b")
+    )
+
+
+def test_a_namespace_mismatch_sets_aside_no_equivalent_workload() -> None:
+    """``requeueIfNotPresent`` bulk-moves equivalents only after NoFit or PreemptionNoCandidates:
+    the head whose namespace the ClusterQueue does not select waits alone, and its equivalent
+    from a selected namespace is admitted."""
+    text = (
+        _team_a_only()
         + workload("b", "q", cpu="2", created="2024-01-01T00:00:01Z", namespace="team-b")
         + workload("a", "q", cpu="2", created="2024-01-01T00:00:02Z", namespace="team-a")
     )
@@ -331,16 +339,7 @@ def test_a_namespace_not_selected_is_told_before_the_scheduler_reaches_it() -> N
     selected namespace has no condition yet. Without the gate the workload controller leaves
     both alone."""
     text = (
-        flavor("default")
-        + _namespace("team-a", "a")
-        + _namespace("team-b", "b")
-        + cluster_queue(
-            "q",
-            "default: [{name: cpu, nominalQuota: 4}]",
-            spec_extra="  namespaceSelector: {matchLabels: {team: a}}\n  queueingStrategy: StrictFIFO",
-        ).replace("  namespaceSelector: {}\n", "")
-        + _local_queue("team-a")
-        + _local_queue("team-b")
+        _team_a_only("\n  queueingStrategy: StrictFIFO")
         + workload("head", "q", cpu="5", created="2024-01-01T00:00:00Z", namespace="team-a")
         + workload("b", "q", cpu="1", created="2024-01-01T00:00:01Z", namespace="team-b")
         + workload("a", "q", cpu="1", created="2024-01-01T00:00:02Z", namespace="team-a")
