@@ -35,7 +35,7 @@ from kueuestream.agents.sources.watch_events import as_batch, identify, listing_
 from kueuestream.streams import codec
 from kueuestream.streams.schemas import ErrorRecord, WatchEvent, WatchEventType
 from tests.parity import upstream
-from tests.parity.scenarios import CHECKS_READY, DELETE, FINISH, UPDATE, WAVE, scenario
+from tests.parity.scenarios import CHECKS_STATE, DELETE, FINISH, UPDATE, WAVE, scenario
 
 COMPARED_CONDITIONS = ("QuotaReserved", "Admitted")
 PREEMPTION_CONDITIONS = (*COMPARED_CONDITIONS, "Evicted", "Preempted", "Requeued")
@@ -152,15 +152,15 @@ def _running(status: Mapping[str, Any]) -> bool:
     return _holds_quota(status) and "Admitted" in _true(status)
 
 
-def _checks_ready(workload: dict[str, Any]) -> dict[str, Any] | None:
-    """The Workload with every admission check set Ready, as their controllers would write
-    it, or None when it has none that is not Ready yet."""
+def _checks_set(workload: dict[str, Any], state: str) -> dict[str, Any] | None:
+    """The Workload with every admission check set to ``state``, as their controllers would
+    write it, or None when it has none in another state."""
     status = dict(workload.get("status") or {})
     checks = status.get("admissionChecks") or []
-    if all(c.get("state") == "Ready" for c in checks):
+    if all(c.get("state") == state for c in checks):
         return None
-    ready = {"state": "Ready", "message": "", "lastTransitionTime": rfc3339(NOW_MS)}
-    status["admissionChecks"] = [{**c, **ready} for c in checks]
+    changed = {"state": state, "message": "", "lastTransitionTime": rfc3339(NOW_MS)}
+    status["admissionChecks"] = [{**c, **changed} for c in checks]
     return {**workload, "status": status}
 
 
@@ -181,8 +181,8 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     settled to quiescence; then the Workloads annotated :data:`FINISH` that
     are admitted finish (their update with the ``Finished`` condition, as a
     watch sees it), those annotated :data:`DELETE` are deleted, those
-    annotated :data:`CHECKS_READY` that hold quota have their admission checks
-    set Ready, the ClusterQueues annotated :data:`UPDATE` take their new spec,
+    annotated :data:`CHECKS_STATE` that hold quota have their admission checks
+    set to the state it names, the ClusterQueues annotated :data:`UPDATE` take their new spec,
     and the pipeline settles again; the second wave is one listing more.
     """
     second = [d for d in docs if _annotation(d, WAVE) == "2"]
@@ -192,7 +192,7 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     def marked(key: str) -> set[tuple[str, str]]:
         return {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in first if _annotation(d, key)}
 
-    finishing, checking = marked(FINISH), marked(CHECKS_READY)
+    finishing, checking = marked(FINISH), marked(CHECKS_STATE)
     log = MemoryLog()
     pipeline = EmbeddedPipeline(log)
 
@@ -220,8 +220,8 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
         for w in settled
         if (w["metadata"]["namespace"], w["metadata"]["name"]) in checking
         if not _annotation(w, DELETE) and _holds_quota(w.get("status") or {})
-        if (ready := _checks_ready(w)) is not None
-        if not isinstance(found := identify(ready), str)
+        if (changed := _checks_set(w, _annotation(w, CHECKS_STATE))) is not None
+        if not isinstance(found := identify(changed), str)
     ]
     done += [
         watch_event(found, WatchEventType.MODIFIED, NOW_MS)

@@ -23,7 +23,8 @@ milli-CPU), ClusterQueues stopped with ``Hold`` or ``HoldAndDrain`` (and
 restarted by their update), inactive Workloads, Kueue's feature gates that
 change scheduling turned off (:data:`GATES`), which Workloads finish or are
 deleted, a ClusterQueue's quota changing, admission checks (on every flavor or
-some, active, inactive or missing) and which Workloads' checks turn Ready;
+some, active, inactive or missing) and which Workloads' checks turn Ready, Retry
+or Rejected;
 optionally preemption policies with a second wave, and fair sharing with
 weights.
 """
@@ -49,9 +50,10 @@ FINISH = "parity.kueuestream.io/finish"
 DELETE = "parity.kueuestream.io/delete"
 # "true": a ClusterQueue's new spec, applied once the first wave has settled.
 UPDATE = "parity.kueuestream.io/update"
-# "true": once the first wave has settled, the controllers of the Workload's admission
-# checks set them Ready, if it then holds quota (upstream/parity_test.go reads it too).
-CHECKS_READY = "parity.kueuestream.io/checks-ready"
+# Ready, Retry or Rejected: once the first wave has settled, the controllers of the
+# Workload's admission checks set them all to this state, if it then holds quota
+# (upstream/parity_test.go reads it too).
+CHECKS_STATE = "parity.kueuestream.io/checks-state"
 CHECK_CONTROLLER = "example.com/parity-check"
 
 
@@ -341,7 +343,8 @@ def _admission_checks(rng: random.Random, docs: list[dict[str, Any]]) -> None:
     naming one of those two is inactive, Kueue's ``updateWithAdmissionChecks``).
     A ClusterQueue requires some of them, each on all its flavors or some
     (``admissionChecksStrategy``). About half of the Workloads are marked
-    :data:`CHECKS_READY`.
+    :data:`CHECKS_STATE`: Ready mostly, Retry (without ``requeueAfterSeconds``,
+    so no backoff) or Rejected in about one case of six each.
     """
     if rng.random() >= 0.35:
         return
@@ -381,7 +384,8 @@ def _admission_checks(rng: random.Random, docs: list[dict[str, Any]]) -> None:
                 rules.append(rule)
             doc["spec"]["admissionChecksStrategy"] = {"admissionChecks": rules}
         elif doc["kind"] == "Workload" and rng.random() < 0.5:
-            doc["metadata"].setdefault("annotations", {})[CHECKS_READY] = "true"
+            state = rng.choices(["Ready", "Retry", "Rejected"], weights=[4, 1, 1])[0]
+            doc["metadata"].setdefault("annotations", {})[CHECKS_STATE] = state
 
 
 def _update_quota(rng: random.Random, docs: list[dict[str, Any]]) -> None:

@@ -44,7 +44,9 @@
 // evicted) finish, as Kueue's job framework finishes the Workload
 // of a Job that completed, those annotated parity.kueuestream.io/delete:
 // "true" are deleted, the admission checks of those annotated
-// parity.kueuestream.io/checks-ready: "true" that hold quota are set Ready, a
+// parity.kueuestream.io/checks-state that hold quota are set to the state it
+// names (Ready, Retry or Rejected; the workload controller evicts or
+// deactivates the latter two, and their jobs stop), a
 // ClusterQueue annotated parity.kueuestream.io/update: "true" (a second copy,
 // with a new spec, which may start it again) is updated, and the cycles run to quiescence again; then
 // the Workloads annotated parity.kueuestream.io/wave: "2" arrive, and the
@@ -127,10 +129,10 @@ const kpDeleteAnnotation = "parity.kueuestream.io/delete"
 // first wave has settled.
 const kpUpdateAnnotation = "parity.kueuestream.io/update"
 
-// kpChecksReadyAnnotation ("true") marks the Workloads whose admission checks
-// their controllers set Ready once the first wave has settled, those of them
-// that then hold quota.
-const kpChecksReadyAnnotation = "parity.kueuestream.io/checks-ready"
+// kpChecksStateAnnotation (Ready, Retry or Rejected) marks the Workloads whose
+// admission checks their controllers set to that state once the first wave
+// has settled, those of them that then hold quota.
+const kpChecksStateAnnotation = "parity.kueuestream.io/checks-state"
 
 // The Finished condition's reason and message, as Kueue's job framework
 // writes them for a Job that succeeded.
@@ -360,6 +362,15 @@ func kpStopEvicted(ctx context.Context, cl client.Client, wr *core.WorkloadRecon
 	})
 }
 
+// kpBackingOff tells a stopped Workload whose Requeued condition is False
+// after an eviction by its admission checks (or its pods' readiness): the
+// queue keeps it aside until the workload controller sets it True.
+func kpBackingOff(wl *kueue.Workload) bool {
+	requeued := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadRequeued)
+	return requeued != nil && requeued.Status == metav1.ConditionFalse && !workload.HasQuotaReservation(wl) &&
+		(requeued.Reason == kueue.WorkloadEvictedByAdmissionCheck || requeued.Reason == kueue.WorkloadEvictedByPodsReadyTimeout)
+}
+
 // kpFinish does for every Workload annotated kpFinishAnnotation that is
 // admitted and not being evicted what Kueue's job framework does once its Job
 // has completed (finish.Finish): the Finished condition set, True, with the
@@ -432,25 +443,34 @@ func kpReconcile(ctx context.Context, cl client.Client, wr *core.WorkloadReconci
 	return err
 }
 
-// kpChecksReady does for every Workload annotated kpChecksReadyAnnotation that
-// holds quota, is not being evicted and has a check not Ready yet what the
-// checks' controllers do once they let it through: every check's state set
-// Ready. It returns how many it changed.
-func kpChecksReady(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
-	return kpEach(ctx, cl, "checks ready", func(old *kueue.Workload) (bool, string, error) {
-		if old.Annotations[kpChecksReadyAnnotation] != "true" || !workload.HasQuotaReservation(old) ||
-			apimeta.IsStatusConditionTrue(old.Status.Conditions, kueue.WorkloadEvicted) ||
-			workload.HasAllChecksReady(old) {
+// kpChecksState does for every Workload annotated kpChecksStateAnnotation
+// that holds quota, is not being evicted and has a check in another state
+// what the checks' controllers do once they have decided: every check's state
+// set to the annotation's (Ready, Retry without requeueAfterSeconds, or
+// Rejected). It returns how many it changed.
+func kpChecksState(ctx context.Context, cl client.Client, wr *core.WorkloadReconciler) (int, error) {
+	return kpEach(ctx, cl, "checks set", func(old *kueue.Workload) (bool, string, error) {
+		state := kueue.CheckState(old.Annotations[kpChecksStateAnnotation])
+		if state == "" || !workload.HasQuotaReservation(old) ||
+			apimeta.IsStatusConditionTrue(old.Status.Conditions, kueue.WorkloadEvicted) {
 			return false, "", nil
 		}
 		wl := old.DeepCopy()
 		now := metav1.NewTime(time.Now())
+		changed := false
 		for i := range wl.Status.AdmissionChecks {
-			wl.Status.AdmissionChecks[i].State = kueue.CheckStateReady
+			if wl.Status.AdmissionChecks[i].State == state {
+				continue
+			}
+			wl.Status.AdmissionChecks[i].State = state
 			wl.Status.AdmissionChecks[i].Message = ""
 			wl.Status.AdmissionChecks[i].LastTransitionTime = now
+			changed = true
 		}
-		return true, "", kpUpdateStatus(ctx, cl, wr, old, wl)
+		if !changed {
+			return false, "", nil
+		}
+		return true, ": " + string(state), kpUpdateStatus(ctx, cl, wr, old, wl)
 	})
 }
 
@@ -630,6 +650,12 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 				return err
 			} else if stopped > 0 {
 				deferred = true
+				// The stop's update has the workload controller end the backoff of
+				// a Workload its checks evicted (Requeued=False), at once when
+				// they asked for no delay.
+				if err := kpReconcile(ctx, cl, workloads, kpBackingOff); err != nil {
+					return err
+				}
 			}
 			if !ksHasHeads(qManager, cqCache, probes) {
 				admissions.Wait()
@@ -644,6 +670,15 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 			seen, parked := len(recorder.RecordedEvents), kpParked(qManager, probes)
 			sched.schedule(ctx)
 			admissions.Wait()
+			// On a cluster each reservation reaches the workload controller's Update
+			// handler within milliseconds; its part on the queues is done here
+			// (queues.DeleteWorkload), so the queue no longer holds the Workload
+			// as in flight when its status changes again.
+			for _, e := range recorder.RecordedEvents[seen:] {
+				if e.Reason == "QuotaReserved" {
+					qManager.DeleteWorkload(log, workload.NewReference(e.Key.Namespace, e.Key.Name))
+				}
+			}
 			quiet = kpProgress(recorder) == reserved && kpParked(qManager, probes) == parked
 			if os.Getenv("KUEUE_PARITY_DEBUG") != "" {
 				fmt.Fprintf(os.Stderr, "cycle %d\n", sched.schedulingCycle)
@@ -690,9 +725,9 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		if err != nil {
 			return fail("deleting", err)
 		}
-		ready, err := kpChecksReady(ctx, cl, workloads)
+		ready, err := kpChecksState(ctx, cl, workloads)
 		if err != nil {
-			return fail("setting checks ready", err)
+			return fail("setting checks' states", err)
 		}
 		// As Kueue's ClusterQueueReconciler.Update hands a changed spec over. A
 		// changed stopPolicy or admissionChecksStrategy also has the workload
