@@ -180,9 +180,10 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     the first wave (every object not annotated :data:`WAVE`) is one listing
     settled to quiescence; then the Workloads annotated :data:`FINISH` that
     are admitted finish (their update with the ``Finished`` condition, as a
-    watch sees it), those annotated :data:`DELETE` are deleted, those
-    annotated :data:`CHECKS_STATE` that hold quota have their admission checks
-    set to the state it names, the ClusterQueues annotated :data:`UPDATE` take their new spec,
+    watch sees it), those annotated :data:`DELETE` are deleted, the
+    ClusterQueues annotated :data:`UPDATE` take their new spec, those annotated
+    :data:`CHECKS_STATE` that hold quota have their admission checks set to the
+    state it names (after the new specs, as upstream's side evicts for them),
     and the pipeline settles again; the second wave is one listing more.
     """
     second = [d for d in docs if _annotation(d, WAVE) == "2"]
@@ -215,6 +216,13 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
         for d in first
         if _annotation(d, DELETE) and not isinstance(found := identify(d), str)
     ]
+    # Before the checks' states: upstream's side has its workload controller act on those
+    # (evict, deactivate) once the ClusterQueues' new specs are in.
+    done += [
+        watch_event(found, WatchEventType.MODIFIED, NOW_MS)
+        for d in updates
+        if not isinstance(found := identify(d), str)
+    ]
     done += [
         watch_event(found, WatchEventType.MODIFIED, NOW_MS)
         for w in settled
@@ -222,11 +230,6 @@ def admit_in_waves(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
         if not _annotation(w, DELETE) and _holds_quota(w.get("status") or {})
         if (changed := _checks_set(w, _annotation(w, CHECKS_STATE))) is not None
         if not isinstance(found := identify(changed), str)
-    ]
-    done += [
-        watch_event(found, WatchEventType.MODIFIED, NOW_MS)
-        for d in updates
-        if not isinstance(found := identify(d), str)
     ]
     if done:
         settle(as_batch(done, NOW_MS))
