@@ -175,6 +175,11 @@ def take_reported(
     return changed
 
 
+def all_ready(checks: Iterable[CheckState]) -> bool:
+    """Every check Ready, or none at all (Kueue's ``HasAllChecksReady``)."""
+    return all(c.state == READY for c in checks)
+
+
 def in_state(checks: Iterable[CheckState], state: str) -> list[CheckState]:
     return [c for c in checks if c.state == state]
 

@@ -511,11 +511,11 @@ class Lifecycle:
 
     def _sync_admitted(self, rec: WorkloadRecord) -> None:
         """Admitted once quota is reserved and every check is Ready (Kueue's ``SyncAdmittedCondition``)."""
-        if all(c.state == ac.READY for c in rec.checks):
+        if ac.all_ready(rec.checks):
             rec.conditions.set(ADMITTED, True, "Admitted", MSG_ADMITTED, self.now_ms)
             self._mark(rec, Action.ADMITTED)
             return
-        observability = self.cache.config.gate("UnadmittedWorkloadsObservability")
+        observability = self._granular()
         # Without the gate, SyncAdmittedCondition changes nothing while the workload is
         # as admitted as it was: a workload never admitted gets no Admitted condition.
         if observability or rec.conditions.is_true(ADMITTED):
@@ -631,7 +631,7 @@ class Lifecycle:
         if self._granular():
             rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
         elif rec.conditions.is_true(ADMITTED):
-            if all(c.state == ac.READY for c in rec.checks):
+            if ac.all_ready(rec.checks):
                 reason, message = REASON_NO_RESERVATION, MSG_NO_RESERVATION
             else:
                 reason, message = LEGACY_NO_RESERVATION_CHECKS, MSG_NO_RESERVATION_CHECKS
