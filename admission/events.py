@@ -70,12 +70,15 @@ class Action(StrEnum):
     STATUS = "Status"  # a ClusterQueue or Cohort status changed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decision:
     """One change the engine made, with the object status it implies.
 
     ``status`` is the object's whole ``status`` stanza as Kueue writes it, so an
-    applier can write it without knowing the engine.
+    applier can write it without knowing the engine. A decision is read, never
+    changed, and parts of its ``status`` and ``trace`` may be shared with other
+    decisions. It is not a frozen dataclass only because a frozen one costs
+    four times as much to make, and the engine makes one per changed Workload.
     """
 
     ref: ObjectRef

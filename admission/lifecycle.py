@@ -63,6 +63,7 @@ from kueuestream.admission.status import (
     QUOTA_RESERVED,
     REASON_NO_RESERVATION,
     REQUEUED,
+    ConditionPool,
     Conditions,
 )
 from kueuestream.admission.status_render import DecisionOutbox, workload_status
@@ -99,6 +100,8 @@ class Lifecycle:
         # The observability gates of the Configuration they were read from, read once per Configuration.
         self._gates_of: Configuration | None = None
         self._granular_gate = self._explicit_gate = False
+        # Conditions given to many Workloads at once (a backlog's, an admission's) are shared.
+        self.pool = ConditionPool()
 
     # ------------------------------------------------------------ arrivals
 
@@ -450,23 +453,22 @@ class Lifecycle:
         QuotaReserved is set, Admitted is set beside it), so a pending Workload
         carries both conditions; without the gate Admitted is left absent.
         """
-        before = rec.conditions.get(QUOTA_RESERVED)
-        changed = not (
-            before and before.status == "False" and (before.reason, before.message) == (reason, message)
-        )
-        if changed:
-            rec.conditions.set(QUOTA_RESERVED, False, reason, message, self.now_ms)
-        if self._granular():
-            admitted = rec.conditions.get(ADMITTED)
-            if admitted is None or (admitted.status, admitted.reason, admitted.message) != (
-                "False",
-                REASON_NO_RESERVATION,
-                MSG_NO_RESERVATION,
+        self.set_pending_all((rec,), reason, message)
+
+    def set_pending_all(self, recs: Iterable[WorkloadRecord], reason: str, message: str) -> None:
+        """:meth:`set_pending` for each of ``recs``, as many as a backlog holds."""
+        now, pool, changed = self.now_ms, self.pool, self.outbox.changed
+        granular = self._granular()
+        for rec in recs:
+            conditions = rec.conditions
+            moved = conditions.set(QUOTA_RESERVED, False, reason, message, now, pool)
+            if granular and conditions.set(
+                ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, now, pool
             ):
-                rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
-                changed = True
-        if changed:
-            self._mark(rec, Action.PENDING)
+                moved = True
+            if moved:
+                rec.last_action = Action.PENDING
+                changed[rec.key] = None
 
     # -------------------------------------------------------------- admission
 
@@ -483,7 +485,7 @@ class Lifecycle:
         self.cache.add_admitted(rec)
         now = self.now_ms
         rec.conditions.set(
-            QUOTA_RESERVED, True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq.name}", now
+            QUOTA_RESERVED, True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq.name}", now, self.pool
         )
         for kind in (EVICTED, PREEMPTED):
             cond = rec.conditions.get(kind)
@@ -512,7 +514,7 @@ class Lifecycle:
     def _sync_admitted(self, rec: WorkloadRecord) -> None:
         """Admitted once quota is reserved and every check is Ready (Kueue's ``SyncAdmittedCondition``)."""
         if ac.all_ready(rec.checks):
-            rec.conditions.set(ADMITTED, True, "Admitted", MSG_ADMITTED, self.now_ms)
+            rec.conditions.set(ADMITTED, True, "Admitted", MSG_ADMITTED, self.now_ms, self.pool)
             self._mark(rec, Action.ADMITTED)
             return
         observability = self._granular()

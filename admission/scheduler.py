@@ -381,11 +381,14 @@ class Scheduler:
         if not self.granular:
             return True
         workloads = self.cache.workloads
-        for key in parked:
-            other = workloads[key]
-            if _changes(other, entry.reason, MSG_BYPASSED):
-                other.trace = trace.equivalent(self.cycles, entry.reason, entry.rec.key)
-                self.lifecycle.set_pending(other, entry.reason, MSG_BYPASSED)
+        reason = entry.reason
+        # One trace for them all: a decision's trace is read, never changed.
+        same_as = trace.equivalent(self.cycles, reason, rec.key)
+        others = [workloads[key] for key in parked]
+        others = [other for other in others if _changes(other, reason, MSG_BYPASSED)]
+        for other in others:
+            other.trace = same_as
+        self.lifecycle.set_pending_all(others, reason, MSG_BYPASSED)
         return True
 
 

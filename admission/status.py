@@ -24,20 +24,48 @@ MSG_CHECKS_NOT_READY = "The workload has not all checks ready"
 
 @dataclass(slots=True)
 class Condition:
+    """One condition; never changed once made, so Workloads may share it and its rendering."""
+
     type: str
     status: str
     reason: str
     message: str
     time_ms: int
+    rendered: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "status": self.status,
-            "reason": self.reason,
-            "message": self.message,
-            "lastTransitionTime": rfc3339(self.time_ms),
-        }
+        """The condition as the API shows it; the same dict each time, to be read, not changed."""
+        if self.rendered is None:
+            self.rendered = {
+                "type": self.type,
+                "status": self.status,
+                "reason": self.reason,
+                "message": self.message,
+                "lastTransitionTime": rfc3339(self.time_ms),
+            }
+        return self.rendered
+
+
+class ConditionPool:
+    """One :class:`Condition` for each distinct value recently made, for Workloads to share.
+
+    A backlog of equivalent Workloads takes the same condition at the same
+    moment; sharing it saves the object and its rendering for each. Only
+    recent values are kept: the pool starts afresh once it holds ``limit``.
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self._limit = limit
+        self._made: dict[tuple[str, str, str, str, int], Condition] = {}
+
+    def get(self, type_: str, status: str, reason: str, message: str, time_ms: int) -> Condition:
+        key = (type_, status, reason, message, time_ms)
+        cond = self._made.get(key)
+        if cond is None:
+            if len(self._made) >= self._limit:
+                self._made.clear()
+            cond = self._made[key] = Condition(type_, status, reason, message, time_ms)
+        return cond
 
 
 @dataclass(slots=True)
@@ -46,14 +74,28 @@ class Conditions:
 
     items: dict[str, Condition] = field(default_factory=dict)
 
-    def set(self, type_: str, status: bool, reason: str, message: str, time_ms: int) -> None:
+    def set(
+        self,
+        type_: str,
+        status: bool,
+        reason: str,
+        message: str,
+        time_ms: int,
+        pool: ConditionPool | None = None,
+    ) -> bool:
+        """Set a condition; False when it already was so."""
         value = "True" if status else "False"
         current = self.items.get(type_)
         if current is not None and current.status == value:
+            if current.reason == reason and current.message == message:
+                return False
             # The transition time only moves when the status flips.
-            current.reason, current.message = reason, message
-            return
-        self.items[type_] = Condition(type_, value, reason, message, time_ms)
+            time_ms = current.time_ms
+        if pool is None:
+            self.items[type_] = Condition(type_, value, reason, message, time_ms)
+        else:
+            self.items[type_] = pool.get(type_, value, reason, message, time_ms)
+        return True
 
     def is_true(self, type_: str) -> bool:
         cond = self.items.get(type_)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.timefmt import rfc3339
 from tests.helpers import cluster_queue, flavor, run, workload
 
 CQ4 = "default: [{name: cpu, nominalQuota: 4}]"
@@ -264,3 +265,33 @@ def test_every_equivalent_waiting_workload_gets_the_reason() -> None:
         assert r.pending_message(name) == (
             "Bypassed scheduling evaluation because an equivalent workload recently failed"
         )
+
+
+def test_equivalent_workloads_move_on_one_by_one() -> None:
+    """Equivalent Workloads bulk-moved together take their reason at the same moment
+    (Kueue's workload controller, ``resolveGranularUnadmittedQuotaReservedCondition``),
+    and each goes on from it alone: when the first finishes, the next is admitted and
+    the one after is evaluated again, while the last keeps its words and the time they
+    were written (``SetQuotaReservation`` and ``UnsetQuotaReservationWithCondition``
+    move ``lastTransitionTime`` only when the status flips)."""
+    text = (
+        flavor("default")
+        + cluster_queue("q", CQ4)
+        + "".join(workload(f"w{i}", "q", cpu="3", created=f"2024-01-01T00:00:0{i}Z") for i in range(4))
+    )
+    r = run(text)
+    bypassed = "Bypassed scheduling evaluation because an equivalent workload recently failed"
+    before = {name: r.condition(name, "QuotaReserved") for name in ("w2", "w3")}
+    assert {name: cond["message"] for name, cond in before.items()} == {"w2": bypassed, "w3": bypassed}  # type: ignore[index]
+    r.tick(60_000)
+    r.finish("default", "w0")
+    assert r.admitted() == ["w1"]
+    admitted = r.condition("w1", "QuotaReserved")
+    assert admitted is not None and admitted["lastTransitionTime"] == rfc3339(r.time_ms)
+    assert admitted["message"] == "Quota reserved in ClusterQueue q"
+    assert r.pending_message("w2") == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu "
+        "in flavor default, 2 more needed"
+    )
+    assert r.condition("w2", "QuotaReserved")["lastTransitionTime"] == before["w2"]["lastTransitionTime"]  # type: ignore[index]
+    assert r.condition("w3", "QuotaReserved") == before["w3"]
