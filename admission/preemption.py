@@ -96,9 +96,12 @@ def candidate_order(cq_name: str) -> Callable[[Candidate], tuple[object, ...]]:
     """Evicting first, then other queues' workloads, lower priority, most recently admitted,
     then by UID (Kueue's ``CandidatesOrdering``).
 
-    The API server makes UIDs at random, so a tie there falls anywhere; among
-    Workloads without one (objects from files) the newest creation time decides,
-    so that the youngest work is lost first.
+    The reservation times are compared to the second, as Kueue compares them:
+    its cache holds each Workload as the API server returns it, whose
+    ``lastTransitionTime`` has seconds, and so do the statuses the engine writes
+    and reads back after a restart. The API server makes UIDs at random, so a
+    tie there falls anywhere; among Workloads without one (objects from files)
+    the newest creation time decides, so that the youngest work is lost first.
     """
 
     def key(c: Candidate) -> tuple[object, ...]:
@@ -106,7 +109,7 @@ def candidate_order(cq_name: str) -> Callable[[Candidate], tuple[object, ...]]:
             not c.evicting,
             c.cluster_queue == cq_name,
             c.priority,
-            -c.reserved_ms,
+            -(c.reserved_ms // 1000),
             c.uid,
             -c.created_ms,
             c.key,

@@ -67,3 +67,18 @@ def test_the_most_recent_reservation_wins_over_the_uid() -> None:
     r.tick()
     r.load(URGENT)
     assert [name for name, _ in r.evictions()] == ["new"]
+
+
+def test_reservations_in_the_same_second_tie() -> None:
+    """Kueue compares ``lastTransitionTime`` as its cache holds it from the API server,
+    to the second (``quotaReservationTime``): two reservations 300 ms apart tie, and
+    the UID decides, as it does for an engine that read both statuses back."""
+    old = _with_uid(workload("old", "q", cpu="2", priority=1, created="2024-01-01T00:00:00Z"), "uid-1")
+    new = _with_uid(workload("new", "q", cpu="2", priority=1, created="2024-01-01T00:00:01Z"), "uid-2")
+    r = run(flavor("default") + CQ + old)
+    r.tick(300)
+    r.load(new)
+    assert r.admitted() == ["new", "old"]
+    r.tick()
+    r.load(URGENT)
+    assert [name for name, _ in r.evictions()] == ["old"]
