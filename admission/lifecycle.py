@@ -457,7 +457,7 @@ class Lifecycle:
 
     def set_pending_all(self, recs: Iterable[WorkloadRecord], reason: str, message: str) -> None:
         """:meth:`set_pending` for each of ``recs``, as many as a backlog holds."""
-        now, pool, changed = self.now_ms, self.pool, self.outbox.changed
+        now, pool = self.now_ms, self.pool
         granular = self._granular()
         for rec in recs:
             conditions = rec.conditions
@@ -467,8 +467,7 @@ class Lifecycle:
             ):
                 moved = True
             if moved:
-                rec.last_action = Action.PENDING
-                changed[rec.key] = None
+                self._mark(rec, Action.PENDING)
 
     # -------------------------------------------------------------- admission
 
