@@ -44,6 +44,7 @@ from kueuestream.admission.preemption import Candidate
 from kueuestream.admission.quantity import resource_value
 from kueuestream.admission.queues import WorkloadKey
 from kueuestream.admission.quota import FR, Quota, QuotaNode, compute_subtree_quotas
+from kueuestream.admission.selectors import label_selector_matches
 from kueuestream.admission.state import ClusterQueueRecord, Phase, WorkloadRecord
 from kueuestream.admission.tree_changes import TreeChanges
 from kueuestream.admission.validation import config_warnings
@@ -195,6 +196,10 @@ class Cache:
             labels.setdefault(NAMESPACE_NAME_LABEL, namespace)
             self.labels_memo[namespace] = labels
         return labels
+
+    def selects_namespace(self, cq: ClusterQueueRecord, namespace: str) -> bool:
+        """Whether the ClusterQueue's ``namespaceSelector`` takes Workloads of ``namespace``."""
+        return label_selector_matches(cq.obj.spec.namespace_selector, self.namespace_labels(namespace))
 
     # ------------------------------------------------------- admitted workloads
 

@@ -50,7 +50,6 @@ from kueuestream.admission.queue_manager import QueueManager
 from kueuestream.admission.queues import GroupKey, WorkloadKey
 from kueuestream.admission.quota import FR
 from kueuestream.admission.requests import pod_requests, scale
-from kueuestream.admission.selectors import label_selector_matches
 from kueuestream.admission.state import ClusterQueueRecord, Phase, WorkloadRecord
 from kueuestream.admission.status import (
     ADMITTED,
@@ -413,9 +412,7 @@ class Lifecycle:
         :meth:`_evaluation_reason`); a workload without the condition gets it
         only with UnadmittedWorkloadsExplicitStatus.
         """
-        if self._granular() and not label_selector_matches(
-            cq.obj.spec.namespace_selector, self.cache.namespace_labels(rec.key[0])
-        ):
+        if self._granular() and not self.cache.selects_namespace(cq, rec.key[0]):
             self.set_pending(rec, MISCONFIGURED, MSG_NAMESPACE_MISMATCH)
             return
         cond = rec.conditions.get(QUOTA_RESERVED)

@@ -58,7 +58,6 @@ from kueuestream.admission.preemption import (
 )
 from kueuestream.admission.queue_manager import QueueManager, RequeueReason
 from kueuestream.admission.quota import FR
-from kueuestream.admission.selectors import label_selector_matches
 from kueuestream.admission.snapshot import Snapshot
 from kueuestream.admission.state import ClusterQueueRecord, LastAssignment, WorkloadRecord
 from kueuestream.admission.status import QUOTA_RESERVED
@@ -144,8 +143,7 @@ class Scheduler:
 
     def _nominate(self, rec: WorkloadRecord, cq: ClusterQueueRecord, snapshot: Snapshot) -> Entry:
         """Flavors for the head and, when it needs them, preemption targets (Kueue's ``nominate``)."""
-        labels = self.cache.namespace_labels(rec.key[0])
-        if not label_selector_matches(cq.obj.spec.namespace_selector, labels):
+        if not self.cache.selects_namespace(cq, rec.key[0]):
             reason = self._reason(MISCONFIGURED)
             if _changes(rec, reason, MSG_NAMESPACE_MISMATCH):
                 rec.trace = trace.skipped(self.cycles, reason, MSG_NAMESPACE_MISMATCH, cq.name)
