@@ -32,7 +32,15 @@
 // quota reservation unset with the eviction's message (GenericJobReconciler,
 // "handle eviction"), the update stored and handed to Kueue's own
 // WorkloadReconciler.Update, which frees the quota in the cache and queues
-// the Workload again. After each quiescence, Kueue's workload controller
+// the Workload again; a stopped Workload its admission checks evicted is then
+// reconciled, so the workload controller ends its backoff (Requeued=True,
+// BackoffFinished) as it does once the stop's update reaches it, when the
+// checks asked for no delay. Each
+// reservation is followed by the queue manager's part of the workload
+// controller's Update handler (queues.DeleteWorkload), as its informer update
+// would bring it within milliseconds on a cluster, so the queue does not hold
+// the Workload as in flight when its status changes again. After each
+// quiescence, Kueue's workload controller
 // reconciles every Workload holding quota in a ClusterQueue with admission
 // checks (it lists the checks, Pending, and syncs the Admitted condition),
 // every pending one whose ClusterQueue is inactive (it says so) and every
