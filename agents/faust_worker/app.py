@@ -69,6 +69,7 @@ from kueuestream.agents.faust_worker.changelog_recovery import TailAwareTableMan
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.fenced_producer import FenceTolerantTransport
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
+from kueuestream.agents.faust_worker.resend_window import ResendWindow
 from kueuestream.agents.faust_worker.snapshots import (
     TOPIC_CONFIG,
     Coverage,
@@ -79,6 +80,13 @@ from kueuestream.agents.faust_worker.snapshots import (
     encode_tables,
     record_digest,
     snapshot_topic,
+)
+from kueuestream.agents.faust_worker.stall_watch import (
+    STALL_LIMIT,
+    StallWatch,
+    confirmed,
+    give_up,
+    positions,
 )
 from kueuestream.agents.ingest import IngestHandler
 from kueuestream.agents.ingest_routing import TABLES
@@ -150,6 +158,11 @@ class Runtime:
         # As covered_from and since_snapshot below, for ingest's routing tables.
         self.ingest_covered_from: int | None = None
         self.ingest_since_snapshot = 0
+        self.ingest_rebuilding = False
+        # The routing snapshot's admission ends when the last ingest rebuild restored one.
+        self._ingest_ends: dict[int, int] = {}
+        # Per input partition taken over: its inputs a previous owner may have processed.
+        self.resend: dict[tuple[str, int], ResendWindow] = {}
         self._routing_snapshot: asyncio.Task[None] | None = None
         self.admission = AdmissionHandler(
             partitions=self.partitions,
@@ -246,6 +259,35 @@ class Runtime:
             await producer.send(topics[o.role], value=o.value, key=o.key, partition=o.partition) for o in outs
         ]
 
+    async def open_resend_window(self, source: tuple[str, int], scan_from: Mapping[int, int]) -> None:
+        """Inputs of ``source`` before its end now may have been processed already (see
+        :mod:`.resend_window`)."""
+        topic, partition = source
+        end = (await (await self.kafka()).end_offsets(topic)).get(partition, 0)
+        self.resend[source] = ResendWindow(end, scan_from, self.origins_in)
+
+    async def send_after_takeover(
+        self, source: tuple[str, int], offset: int, outs: Sequence[Out]
+    ) -> list[asyncio.Future[Any]]:
+        """:meth:`queue_outside` for the outputs of input ``offset`` of ``source``, leaving out
+        admission records already in the log when a previous owner may have sent them."""
+        window = self.resend.get(source)
+        if window is not None:
+            if window.covers(offset):
+                outs = await window.missing(outs)
+            else:
+                del self.resend[source]
+        return await self.queue_outside(outs)
+
+    async def origins_in(self, partition: int, start: int) -> set[tuple[str, int, int]]:
+        """The origins of the records of admission ``partition`` from offset ``start`` on."""
+        present = set()
+        async for record in (await self.kafka()).read(self.names.admission, partition, start):
+            with contextlib.suppress(DecodeError):
+                origin = decode_entry(record.value).origin
+                present.add((origin.stream, origin.offset, origin.index))
+        return present
+
     async def send_outside(self, outs: Sequence[Out]) -> None:
         await asyncio.gather(*await self.queue_outside(outs))
 
@@ -274,7 +316,17 @@ class Runtime:
             expected is not None and covered is not None and covered <= offset < expected
         ):
             return
+        self.ingest_rebuilding = True
+        try:
+            await self._ingest_rebuild(offset, expected)
+            # Events before the end at takeover may have been processed by the previous owner.
+            await self.open_resend_window((self.names.watch, 0), self._ingest_ends)
+        finally:
+            self.ingest_rebuilding = False
+
+    async def _ingest_rebuild(self, offset: int, expected: int | None) -> None:
         started, ends = time.perf_counter(), None
+        self._ingest_ends = {}
         if expected is None or expected > offset:
             self.ingest, expected = self._new_ingest(), 0
             snapshot = await self.usable_routing() if self.snapshot_every > 0 else None
@@ -284,6 +336,7 @@ class Runtime:
                     snapshot.offset,
                     snapshot.ends,
                 )
+                self._ingest_ends = dict(ends)
         first = expected
         if offset < expected:
             self.ingest_next, self.ingest_covered_from = expected, offset
@@ -304,6 +357,16 @@ class Runtime:
             offset,
             time.perf_counter() - started,
         )
+
+    def rebuilding(self) -> bool:
+        """Whether the routing tables or an admission partition are being rebuilt from the log."""
+        return self.ingest_rebuilding or any(lock.locked() for lock in self._rebuilding.values())
+
+    def assigned_sources(self) -> list[tuple[str, int]]:
+        """The partitions of ``kueue.watch`` and ``kueue.admission`` assigned to this worker."""
+        sources = (self.names.watch, self.names.admission)
+        assigned = self.app.consumer.assignment()
+        return sorted((tp.topic, tp.partition) for tp in assigned if tp.topic in sources)
 
     async def catch_up(self, partition: int, offset: int) -> DecisionWriter:
         """Make the engines of ``partition`` reflect every record before ``offset``; its writer.
@@ -396,6 +459,7 @@ class Runtime:
         self.made[partition] = made
         self.since_snapshot[partition] = max(0, offset - start)
         await self.send_missing(outs, ends)
+        await self.open_resend_window((self.names.admission, partition), ends or {})
         log.info(
             "admission partition %d rebuilt from offset %d up to offset %d in %.3fs",
             partition,
@@ -560,14 +624,10 @@ class Runtime:
         wanted = [o for o in outs if o.role == Role.ADMISSION and o.origin is not None]
         if not wanted:
             return
-        kafka = await self.kafka()
-        present: dict[int, set[tuple[str, int, int]]] = {}
-        for partition in sorted({o.partition for o in wanted}):
-            present[partition] = set()
-            async for record in kafka.read(self.names.admission, partition, (ends or {}).get(partition, 0)):
-                with contextlib.suppress(DecodeError):
-                    origin = decode_entry(record.value).origin
-                    present[partition].add((origin.stream, origin.offset, origin.index))
+        present = {
+            partition: await self.origins_in(partition, (ends or {}).get(partition, 0))
+            for partition in sorted({o.partition for o in wanted})
+        }
         missing = [
             o
             for o in wanted
@@ -631,6 +691,7 @@ class Runtime:
         self.lag = lag
 
     async def forget(self, partition: int) -> None:
+        self.resend.pop((self.names.admission, partition), None)
         self.admission.drop(partition)
         self.next_offset.pop(partition, None)
         self.covered_from.pop(partition, None)
@@ -774,6 +835,7 @@ def build_app(
     dashboard: LiveDashboard | None = None,
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
     instance_id: str | None = None,
+    stall_limit: float = STALL_LIMIT,
 ) -> tuple[faust.App, Runtime]:
     names = TopicNames(prefix)
     settings = kafka_settings(broker)
@@ -853,7 +915,7 @@ def build_app(
                 MirroredTable.live = False
             runtime.ingest_next = offset + 1
             runtime.ingest_since_snapshot += 1
-            acker.add(event, await runtime.queue_outside(outs))
+            acker.add(event, await runtime.send_after_takeover((names.watch, 0), offset, outs))
             if runtime.routing_snapshot_due():
                 await runtime.take_routing_snapshot(acker, event.value)
 
@@ -883,7 +945,8 @@ def build_app(
                 runtime.series.count(runtime.engines([partition]), emitted.decisions)
             if runtime.dashboard is not None:
                 runtime.dashboard.note(emitted.decisions)
-            acker.add(event, await runtime.queue_outside([o for o in outs if o.role != Role.DECISIONS]))
+            outside = [o for o in outs if o.role != Role.DECISIONS]
+            acker.add(event, await runtime.send_after_takeover((names.admission, partition), offset, outside))
             if runtime.snapshot_due(partition):
                 await runtime.take_snapshot(partition, acker, event.value)
 
@@ -921,6 +984,9 @@ def build_app(
 
     if clock:
         app.timer(interval=CLOCK_INTERVAL)(tick_clock)
+
+    if stall_limit > 0:
+        watch_progress(app, runtime, StallWatch(stall_limit))
 
     if runtime_series is not None:
         runtime.series = runtime_series
@@ -961,6 +1027,36 @@ def build_app(
     return app, runtime
 
 
+def watch_progress(app: faust.App, runtime: Runtime, watch: StallWatch) -> None:
+    """Check on a timer that the worker takes the records waiting in the partitions it holds,
+    and end it when it has not for ``watch.limit`` seconds (see :mod:`.stall_watch`)."""
+
+    async def check_progress() -> None:
+        if app.rebalancing or getattr(app, "in_recovery", False) or runtime.rebuilding():
+            watch.reset()
+            return
+        try:
+            assigned = runtime.assigned_sources()
+        except Exception:  # no consumer yet, or it is being replaced in a rebalance
+            watch.reset()
+            return
+        try:
+            kafka = await runtime.kafka()
+            seen = await positions(kafka, app.conf.id, assigned)
+            stalls = watch.observe(time.monotonic(), seen)
+            if stalls:
+                stalls = await confirmed(kafka, stalls, seen)
+        except (KafkaError, LogError) as exc:
+            # Only what the broker shows counts: unable to ask, the worker is not blamed.
+            log.info("progress check skipped: %r", exc)
+            watch.reset()
+            return
+        if stalls:
+            give_up(stalls)
+
+    app.timer(interval=watch.interval)(check_progress)
+
+
 async def _create_topics(broker: KafkaSettings, names: TopicNames) -> None:
     async with KafkaLog(broker) as kafka:
         await ensure_topics(kafka, names)
@@ -994,6 +1090,8 @@ def run_worker(
     The worker first connects on its own to create the topics: settings the
     brokers refuse (a wrong password, an untrusted certificate) end it there,
     with one line on stderr and exit status 1 (2 for settings that are invalid).
+    A worker that holds records it no longer takes exits with status 75
+    (see :mod:`.stall_watch`).
     """
     names = TopicNames(prefix)
 
