@@ -4,11 +4,21 @@ committed offset there does not move for the limit, and the worker was not busy 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from kueuestream.agents.faust_worker.stall_watch import Position, Stall, StallWatch, confirmed, positions
+from kueuestream.agents.faust_worker.stall_watch import (
+    STALL_EXIT_CODE,
+    Position,
+    Stall,
+    StallWatch,
+    confirmed,
+    positions,
+)
 from kueuestream.streams.kafka_log import KafkaLog, parse_broker_url
 
 WATCH = ("t.kueue.watch", 0)
@@ -123,3 +133,30 @@ async def test_the_broker_shows_waiting_records_and_only_records_a_reader_gets(k
         assert all(p.waiting for p in seen.values())
         stalls = [Stall((topic, 0), 1, 60.0), Stall((topic, 1), 3, 60.0)]
         assert await confirmed(kafka, stalls, seen) == [stalls[0]]
+
+
+def test_a_worker_that_gives_up_says_why_and_exits_75() -> None:
+    """The log names the stuck partition and what each task was waiting on; the exit status
+    tells the Deployment (or the operator) to start the worker again."""
+    script = textwrap.dedent(
+        """
+        import asyncio, logging
+        from kueuestream.agents.faust_worker.stall_watch import Stall, give_up
+
+        async def wait_for_a_record_that_never_comes():
+            await asyncio.Event().wait()
+
+        async def main():
+            asyncio.ensure_future(wait_for_a_record_that_never_comes())
+            await asyncio.sleep(0.05)
+            give_up([Stall(("t.kueue.watch", 0), 21, 61.0)])
+
+        logging.basicConfig(level=logging.INFO)
+        asyncio.run(main())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == STALL_EXIT_CODE == 75
+    assert "exiting with status 75 so that it is started again" in done.stderr
+    assert "t.kueue.watch[0]: a record waits at offset 21" in done.stderr
+    assert "wait_for_a_record_that_never_comes" in done.stderr
