@@ -69,7 +69,7 @@ from kueuestream.agents.faust_worker.changelog_recovery import TailAwareTableMan
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.fenced_producer import FenceTolerantTransport
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
-from kueuestream.agents.faust_worker.resend_window import ResendWindow
+from kueuestream.agents.faust_worker.resend_window import LogOrigins, ResendWindow, origin_key
 from kueuestream.agents.faust_worker.snapshots import (
     TOPIC_CONFIG,
     Coverage,
@@ -159,8 +159,6 @@ class Runtime:
         self.ingest_covered_from: int | None = None
         self.ingest_since_snapshot = 0
         self.ingest_rebuilding = False
-        # The routing snapshot's admission ends when the last ingest rebuild restored one.
-        self._ingest_ends: dict[int, int] = {}
         # Per input partition taken over: its inputs a previous owner may have processed.
         self.resend: dict[tuple[str, int], ResendWindow] = {}
         self._routing_snapshot: asyncio.Task[None] | None = None
@@ -259,12 +257,16 @@ class Runtime:
             await producer.send(topics[o.role], value=o.value, key=o.key, partition=o.partition) for o in outs
         ]
 
-    async def open_resend_window(self, source: tuple[str, int], scan_from: Mapping[int, int]) -> None:
+    def log_origins(self, ends: Mapping[int, int] | None) -> LogOrigins:
+        """The origins in ``kueue.admission`` after ``ends`` (a snapshot's), or from 0."""
+        return LogOrigins(ends or {}, self.origins_in)
+
+    async def open_resend_window(self, source: tuple[str, int], origins: LogOrigins) -> None:
         """Inputs of ``source`` before its end now may have been processed already (see
         :mod:`.resend_window`)."""
         topic, partition = source
         end = (await (await self.kafka()).end_offsets(topic)).get(partition, 0)
-        self.resend[source] = ResendWindow(end, scan_from, self.origins_in)
+        self.resend[source] = ResendWindow(end, origins)
 
     async def send_after_takeover(
         self, source: tuple[str, int], offset: int, outs: Sequence[Out]
@@ -274,7 +276,7 @@ class Runtime:
         window = self.resend.get(source)
         if window is not None:
             if window.covers(offset):
-                outs = await window.missing(outs)
+                outs = await window.origins.missing(outs)
             else:
                 del self.resend[source]
         return await self.queue_outside(outs)
@@ -318,15 +320,16 @@ class Runtime:
             return
         self.ingest_rebuilding = True
         try:
-            await self._ingest_rebuild(offset, expected)
+            origins = await self._ingest_rebuild(offset, expected)
             # Events before the end at takeover may have been processed by the previous owner.
-            await self.open_resend_window((self.names.watch, 0), self._ingest_ends)
+            await self.open_resend_window((self.names.watch, 0), origins)
         finally:
             self.ingest_rebuilding = False
 
-    async def _ingest_rebuild(self, offset: int, expected: int | None) -> None:
+    async def _ingest_rebuild(self, offset: int, expected: int | None) -> LogOrigins:
+        """Restore and read the routing up to ``offset``; the origins its outputs are checked
+        against."""
         started, ends = time.perf_counter(), None
-        self._ingest_ends = {}
         if expected is None or expected > offset:
             self.ingest, expected = self._new_ingest(), 0
             snapshot = await self.usable_routing() if self.snapshot_every > 0 else None
@@ -336,12 +339,12 @@ class Runtime:
                     snapshot.offset,
                     snapshot.ends,
                 )
-                self._ingest_ends = dict(ends)
+        origins = self.log_origins(ends)
         first = expected
         if offset < expected:
             self.ingest_next, self.ingest_covered_from = expected, offset
             log.info("ingest routing restored up to offset %d; given offset %d", expected, offset)
-            return
+            return origins
         self.ingest_covered_from = None
         kafka = await self.kafka()
         outs: list[Out] = []
@@ -349,7 +352,7 @@ class Runtime:
             outs += self.ingest.handle(record.offset, record.value)
         self.ingest_next = offset
         self.ingest_since_snapshot = offset - first
-        await self.send_missing(outs, ends)
+        await self.send_missing(outs, origins)
         log.info(
             "ingest routing rebuilt from %s offset %d up to offset %d in %.3fs",
             self.names.watch,
@@ -357,6 +360,7 @@ class Runtime:
             offset,
             time.perf_counter() - started,
         )
+        return origins
 
     def rebuilding(self) -> bool:
         """Whether the routing tables or an admission partition are being rebuilt from the log."""
@@ -458,8 +462,9 @@ class Runtime:
         self.next_offset[partition] = max(start, offset)
         self.made[partition] = made
         self.since_snapshot[partition] = max(0, offset - start)
-        await self.send_missing(outs, ends)
-        await self.open_resend_window((self.names.admission, partition), ends or {})
+        origins = self.log_origins(ends)
+        await self.send_missing(outs, origins)
+        await self.open_resend_window((self.names.admission, partition), origins)
         log.info(
             "admission partition %d rebuilt from offset %d up to offset %d in %.3fs",
             partition,
@@ -610,7 +615,7 @@ class Runtime:
 
         self._snapshotting[partition] = asyncio.ensure_future(publish())
 
-    async def send_missing(self, outs: Sequence[Out], ends: Mapping[int, int] | None = None) -> None:
+    async def send_missing(self, outs: Sequence[Out], origins: LogOrigins) -> None:
         """Send the admission records among ``outs`` that are not in the log yet.
 
         Rebuilding produces again everything its input ever produced. Whoever
@@ -618,21 +623,11 @@ class Runtime:
         a rule; but an input can also reach a worker only as part of a rebuild
         (Faust may skip records after a rebalance), and then this is the only
         time its records are produced. Checking by origin keeps the log free of
-        copies. ``ends``, from a snapshot, are offsets before which no record of
-        ``outs`` can be (they came from input after it), so reading starts there.
+        copies. ``origins`` reads the log from a snapshot's ends when there is
+        one: no record of ``outs`` can be before them (they came from input
+        after it).
         """
-        wanted = [o for o in outs if o.role == Role.ADMISSION and o.origin is not None]
-        if not wanted:
-            return
-        present = {
-            partition: await self.origins_in(partition, (ends or {}).get(partition, 0))
-            for partition in sorted({o.partition for o in wanted})
-        }
-        missing = [
-            o
-            for o in wanted
-            if o.origin is not None and (o.origin.stream, *o.origin.key()) not in present[o.partition]
-        ]
+        missing = await origins.missing([o for o in outs if origin_key(o) is not None])
         if missing:
             log.warning("sending %d admission records that were missing from the log", len(missing))
             await self.send_outside(missing)

@@ -8,14 +8,16 @@ records a second time. Inputs before the partition's end at takeover are in
 that window, so their admission records are sent only if no record with the
 same origin is in ``kueue.admission`` yet; inputs after it are new.
 
-Which records are there is read once per window and target partition, from
-the point before which no output of the window's inputs can be (the ends a
-snapshot recorded, or 0), and kept up to date with what the window sends.
+Which records are there is read once per target partition, from the point
+before which no output of the window's inputs can be (the ends a snapshot
+recorded, or 0), and kept up to date with what is sent: the rebuild's check
+for missing records and the window share one :class:`LogOrigins`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from kueuestream.agents.outputs import Out, Role
 
@@ -30,15 +32,15 @@ def origin_key(out: Out) -> OriginKey | None:
     return (out.origin.stream, *out.origin.key())
 
 
-class ResendWindow:
-    def __init__(self, until: int, scan_from: Mapping[int, int], read: ReadOrigins) -> None:
-        self.until = until
+class LogOrigins:
+    """The origins of the records of ``kueue.admission``, read once per partition from
+    ``scan_from`` (0 where it names none) and kept up to date with what :meth:`missing` lets
+    through to be sent."""
+
+    def __init__(self, scan_from: Mapping[int, int], read: ReadOrigins) -> None:
         self.scan_from = dict(scan_from)
         self._read = read
         self._present: dict[int, set[OriginKey]] = {}
-
-    def covers(self, offset: int) -> bool:
-        return offset < self.until
 
     async def missing(self, outs: Sequence[Out]) -> list[Out]:
         """``outs`` without the admission records already in the log; those kept count as present."""
@@ -56,3 +58,15 @@ class ResendWindow:
                 present.add(key)
                 kept.append(out)
         return kept
+
+
+@dataclass(frozen=True)
+class ResendWindow:
+    """The inputs before ``until`` may have been processed already: their outputs go through
+    ``origins``."""
+
+    until: int
+    origins: LogOrigins
+
+    def covers(self, offset: int) -> bool:
+        return offset < self.until
