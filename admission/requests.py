@@ -42,8 +42,11 @@ def _add(into: _Exact, other: Mapping[str, Fraction]) -> None:
 
 
 def _max(into: _Exact, other: Mapping[str, Fraction]) -> None:
+    # As k8s maxResourceList: a resource not there yet is taken even at zero, so an init
+    # container's request of 0 still names the resource the pod set asks for.
     for name, value in other.items():
-        if value > into.get(name, Fraction(0)):
+        before = into.get(name)
+        if before is None or value > before:
             into[name] = value
 
 

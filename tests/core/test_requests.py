@@ -64,6 +64,17 @@ initContainers: [{c("{cpu: 500m, memory: 4Gi}")}, {c("{nvidia.com/gpu: 1}")}]
     assert pod(spec) == {"cpu": 2000, "memory": 4 * Gi, "nvidia.com/gpu": 1}
 
 
+def test_an_init_container_asking_for_zero_still_names_the_resource() -> None:
+    """k8s ``PodRequests`` takes the init containers' maximum with ``maxResourceList``, which adds
+    a resource it has not seen even at zero: the pod set then asks for 0 of it, and a flavor's
+    quota for it is checked (and its message told) like any other."""
+    spec = f"""
+containers: [{c("{nvidia.com/gpu: 3}")}]
+initContainers: [{c("{cpu: 0, nvidia.com/gpu: 1}")}]
+"""
+    assert pod(spec) == {"cpu": 0, "nvidia.com/gpu": 3}
+
+
 def test_overhead_is_added_after_the_maximum() -> None:
     spec = f"""
 containers: [{c("{cpu: 1}")}]
