@@ -40,6 +40,7 @@ from kueuestream.admission.api.kueue import (
 from kueuestream.admission.api.scheduling import PriorityClass
 from kueuestream.admission.assignment import GroupView, QueueView
 from kueuestream.admission.events import ObjectRef
+from kueuestream.admission.pod_resource_rules import PodResourceRules
 from kueuestream.admission.preemption import Candidate
 from kueuestream.admission.quantity import resource_value
 from kueuestream.admission.queues import WorkloadKey
@@ -71,6 +72,7 @@ class Cache:
         # What namespace_labels answered, per namespace, until a Namespace changes.
         self.labels_memo: dict[str, dict[str, str]] = {}
         self.dra = dra.DraState()
+        self.pod_rules = PodResourceRules()
         self.workloads: dict[WorkloadKey, WorkloadRecord] = {}
         # The quota tree, rebuilt whenever ``structure_dirty`` is set.
         self.cqs: dict[str, ClusterQueueRecord] = {}
@@ -81,7 +83,8 @@ class Cache:
         self.structure_dirty = True
         # What the next rebuild changes, for the retry of parked workloads it asks for.
         self.changes = TreeChanges(fresh=True)
-        # Bumped whenever what a workload requests may have changed (Configuration, DRA objects).
+        # Bumped whenever what a workload requests may have changed (Configuration, DRA objects,
+        # LimitRanges, RuntimeClasses).
         self.requests_generation = 0
         # Admitted workloads by ClusterQueue, so preemption looks only where it may act.
         self.admitted: dict[str, dict[WorkloadKey, WorkloadRecord]] = {}
@@ -138,7 +141,7 @@ class Cache:
             self.workload_classes[obj.metadata.name] = obj.value
         elif isinstance(obj, PriorityClass):
             self.pod_classes[obj.metadata.name] = obj.value
-        elif self.dra.store(obj):
+        elif self.dra.store(obj) or self.pod_rules.store(obj):
             self.invalidate_requests()
 
     def delete(self, ref: ObjectRef) -> None:
@@ -170,7 +173,7 @@ class Cache:
                 self.config = Configuration()
                 self.warnings = []
                 self.invalidate_requests()
-        elif self.dra.delete(ref):
+        elif self.dra.delete(ref) or self.pod_rules.delete(ref):
             self.invalidate_requests()
 
     def refuse(self, ref: ObjectRef, errors: list[Any]) -> None:

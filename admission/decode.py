@@ -22,7 +22,7 @@ from kueuestream.admission import validation as v
 from kueuestream.admission.api.base import ApiModel
 from kueuestream.admission.api.batch import Job
 from kueuestream.admission.api.config import Configuration
-from kueuestream.admission.api.core import Namespace
+from kueuestream.admission.api.core import LimitRange, Namespace, RuntimeClass
 from kueuestream.admission.api.dra import (
     RESOURCE_VERSIONS,
     DeviceClass,
@@ -83,6 +83,8 @@ KINDS: dict[str, Kind] = {
     "Namespace": Kind(Namespace, ("v1",), namespaced=False, name_is_label=True),
     "Job": Kind(Job, ("batch/v1",), True, v.validate_job),
     "PriorityClass": Kind(PriorityClass, ("scheduling.k8s.io/v1",), namespaced=False),
+    "LimitRange": Kind(LimitRange, ("v1",), True, v.validate_limit_range),
+    "RuntimeClass": Kind(RuntimeClass, ("node.k8s.io/v1",), False, v.validate_runtime_class),
     "ResourceClaimTemplate": Kind(
         ResourceClaimTemplate, RESOURCE_VERSIONS, True, dra.validate_resource_claim_template
     ),

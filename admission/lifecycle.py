@@ -404,8 +404,10 @@ class Lifecycle:
         """A queued workload that nothing blocks waits for the scheduler: ``PendingEvaluation``.
 
         Kueue's ``resolveGranularUnadmittedQuotaReservedCondition``: a namespace
-        the ClusterQueue does not select is ``Misconfigured`` at once
-        (``ValidateAdmissibility``, before anything else is looked at); a reason
+        the ClusterQueue does not select, or requests its pods could not run with
+        (read as written: the controller does not adjust them as the scheduler
+        does), are ``Misconfigured`` at once (``ValidateAdmissibility``, before
+        anything else is looked at); a reason
         the scheduler wrote stays until the next cycle; any other (a queue that
         was missing or stopped, a deactivation) becomes PendingEvaluation
         (``Pending`` while the workload is still marked Evicted: see
@@ -414,6 +416,9 @@ class Lifecycle:
         """
         if self._granular() and not self.cache.selects_namespace(cq, rec.key[0]):
             self.set_pending(rec, MISCONFIGURED, MSG_NAMESPACE_MISMATCH)
+            return
+        if self._granular() and rec.written_resources_problem:
+            self.set_pending(rec, MISCONFIGURED, rec.written_resources_problem)
             return
         cond = rec.conditions.get(QUOTA_RESERVED)
         if cond is None:

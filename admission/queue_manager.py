@@ -26,6 +26,9 @@ class RequeueReason(Enum):
 
     GENERIC = "Generic"
     NAMESPACE_MISMATCH = "NamespaceMismatch"
+    # Kueue's Generic reason for a head its ValidateAdmissibility refused for its resources:
+    # unlike a head that found no flavor, it sets no equivalent workload aside.
+    INVALID_RESOURCES = "InvalidResources"
     FAILED_AFTER_NOMINATION = "FailedAfterNomination"
     PENDING_PREEMPTION = "PendingPreemption"
 
@@ -114,10 +117,10 @@ class QueueManager:
             queue.activate(rec.key, rec.order_key(), rec.equivalence)
             self.ready.add(cq_name)
             return None
-        if reason is RequeueReason.NAMESPACE_MISMATCH:
+        if reason in (RequeueReason.NAMESPACE_MISMATCH, RequeueReason.INVALID_RESOURCES):
             # Kueue sets equivalent Workloads aside only after NoFit or PreemptionNoCandidates
             # (requeueIfNotPresent): this one is parked alone, its equivalents stay queued.
-            return queue.park(rec.key, rec.order_key(), ("namespace mismatch", rec.key))
+            return queue.park(rec.key, rec.order_key(), (reason.value, rec.key))
         return queue.park(rec.key, rec.order_key(), rec.equivalence)
 
     def requeue_later(self, root: str, now_ms: int) -> None:

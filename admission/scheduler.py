@@ -155,6 +155,19 @@ class Scheduler:
                 reason=reason,
                 requeue_reason=RequeueReason.NAMESPACE_MISMATCH,
             )
+        if rec.resources_problem:
+            # The rest of Kueue's ValidateAdmissibility: requests above limits, LimitRanges.
+            reason = self._reason(MISCONFIGURED)
+            if _changes(rec, reason, rec.resources_problem):
+                rec.trace = trace.skipped(self.cycles, reason, rec.resources_problem, cq.name)
+            return Entry(
+                rec,
+                cq,
+                EntryKind.NOT_NOMINATED,
+                message=rec.resources_problem,
+                reason=reason,
+                requeue_reason=RequeueReason.INVALID_RESOURCES,
+            )
         pod_sets = rec.pod_sets
         assert pod_sets is not None
         only_declared = self.only_declared

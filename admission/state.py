@@ -67,6 +67,10 @@ class WorkloadRecord:
     # Requests per pod set, or the reason they cannot be counted.
     pod_sets: list[PodSetRequest] | None = None
     requests_problem: str = ""
+    # Why Kueue's scheduler would refuse these requests (limits, LimitRanges), or "";
+    # and why its workload controller would, reading the pod sets as written.
+    resources_problem: str = ""
+    written_resources_problem: str = ""
     requests_generation: int = -1
     # Workloads with equal keys are interchangeable for scheduling (see queues.py).
     equivalence: Hashable = ()

@@ -8,6 +8,7 @@ from typing import Any
 
 from kueuestream.admission.api.batch import Job
 from kueuestream.admission.api.config import Configuration
+from kueuestream.admission.api.core import LIMIT_TYPES, LimitRange, RuntimeClass
 from kueuestream.admission.api.kueue import (
     AdmissionCheck,
     ClusterQueue,
@@ -305,6 +306,26 @@ def validate_workload(wl: Workload) -> list[FieldError]:
             )
         checks_seen.add(check.name)
     return errors
+
+
+def validate_limit_range(lr: LimitRange) -> list[FieldError]:
+    """What the API server requires of each item's ``type`` (core/v1 validation)."""
+    errors: list[FieldError] = []
+    for i, item in enumerate(lr.spec.limits):
+        path = f"spec.limits[{i}].type"
+        if not item.type:
+            errors.append(FieldError(path, f"required field is missing; one of {', '.join(LIMIT_TYPES)}"))
+        elif item.type not in LIMIT_TYPES:
+            errors.append(
+                FieldError(path, f"unsupported value {item.type!r}; one of {', '.join(LIMIT_TYPES)}")
+            )
+    return errors
+
+
+def validate_runtime_class(rc: RuntimeClass) -> list[FieldError]:
+    if not rc.handler:
+        return [FieldError("handler", "required field is missing")]
+    return []
 
 
 def validate_job(job: Job) -> list[FieldError]:

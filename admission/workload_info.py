@@ -50,12 +50,15 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
     """Count what each pod set requests, unless nothing it depends on changed since last time.
 
     Sets ``rec.pod_sets`` and ``rec.equivalence``, or ``rec.pod_sets = None``
-    with ``rec.requests_problem`` saying why the requests cannot be counted.
+    with ``rec.requests_problem`` saying why the requests cannot be counted. The
+    pod sets are read as Kueue's ``AdjustResources`` leaves them (RuntimeClass
+    overhead, LimitRange defaults); ``rec.resources_problem`` says why Kueue
+    would refuse them (see :mod:`pod_resource_rules`).
     """
     if rec.requests_generation == cache.requests_generation:
         return
     rec.requests_generation = cache.requests_generation
-    rec.requests_problem = ""
+    rec.requests_problem = rec.resources_problem = rec.written_resources_problem = ""
     # A flavor search recorded for other requests says nothing about these.
     rec.last_assignment = None
     config = cache.config
@@ -72,8 +75,12 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
     out: list[PodSetRequest] = []
     # What makes workloads interchangeable, per pod set.
     alike: list[tuple[object, ...]] = []
-    for ps in pod_sets:
-        spec = ps.template.spec
+    rules, namespace = cache.pod_rules, rec.key[0]
+    specs = [rules.adjusted(ps.template.spec, namespace) for ps in pod_sets]
+    rec.resources_problem = rules.problem(specs, namespace)
+    written = [ps.template.spec for ps in pod_sets]
+    rec.written_resources_problem = rules.problem(written, namespace, as_written=True)
+    for ps, spec in zip(pod_sets, specs, strict=True):
         per_pod = pod_requests(spec)
         if excluded:
             per_pod = without_prefixes(per_pod, excluded)

@@ -42,8 +42,8 @@ Table = MutableMapping[str, Any]
 UNROUTED = "unrouted"
 
 # Cluster-wide objects every shard needs. kueuestream.streams.topics.BROADCAST_KINDS lacks
-# PriorityClass and the namespaced DRA claim objects, which Workloads of any
-# shard may name.
+# PriorityClass and the namespaced objects Workloads of any shard may depend on
+# (DRA claims, LimitRanges).
 BROADCAST_KINDS = frozenset(
     {
         "Configuration",
@@ -56,6 +56,8 @@ BROADCAST_KINDS = frozenset(
         "ResourceSlice",
         "ResourceClaimTemplate",
         "ResourceClaim",
+        "LimitRange",
+        "RuntimeClass",
     }
 )
 CLAIM_KINDS = frozenset({"ResourceClaimTemplate", "ResourceClaim"})

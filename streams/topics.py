@@ -152,6 +152,7 @@ BROADCAST_KINDS: frozenset[str] = frozenset(
         "ResourceSlice",
         "WorkloadPriorityClass",
         "Namespace",
+        "RuntimeClass",
     }
 )
 

@@ -1,4 +1,5 @@
-"""The parts of core/v1 that admission reads: pod specs, taints, namespaces."""
+"""The parts of core/v1 (and node.k8s.io) that admission reads: pod specs, taints,
+namespaces, LimitRanges and RuntimeClasses."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ class PodSpec(ApiModel):
     priority: Int | None = None
     priority_class_name: Str = ""
     resource_claims: list[PodResourceClaim] = Field(default_factory=list)
+    runtime_class_name: Str | None = None
 
 
 class PodTemplateSpec(ApiModel):
@@ -92,15 +94,57 @@ class Namespace(ApiModel):
     metadata: ObjectMeta
 
 
+# The kinds of limit a LimitRange item sets (core/v1 LimitType).
+LIMIT_TYPES = ("Pod", "Container", "PersistentVolumeClaim")
+
+
+class LimitRangeItem(ApiModel):
+    type: Str = ""
+    max: ResourceList = Field(default_factory=dict)
+    min: ResourceList = Field(default_factory=dict)
+    default: ResourceList = Field(default_factory=dict)
+    default_request: ResourceList = Field(default_factory=dict)
+    max_limit_request_ratio: ResourceList = Field(default_factory=dict)
+
+
+class LimitRangeSpec(ApiModel):
+    limits: list[LimitRangeItem] = Field(default_factory=list)
+
+
+class LimitRange(ApiModel):
+    api_version: Str = "v1"
+    kind: Literal["LimitRange"] = "LimitRange"
+    metadata: ObjectMeta
+    spec: LimitRangeSpec = Field(default_factory=LimitRangeSpec)
+
+
+class Overhead(ApiModel):
+    pod_fixed: ResourceList = Field(default_factory=dict)
+
+
+class RuntimeClass(ApiModel):
+    """node.k8s.io/v1: a pod naming it in ``runtimeClassName`` gets its ``overhead.podFixed``."""
+
+    api_version: Str = "node.k8s.io/v1"
+    kind: Literal["RuntimeClass"] = "RuntimeClass"
+    metadata: ObjectMeta
+    handler: Str = ""
+    overhead: Overhead | None = None
+
+
 __all__ = [
+    "LIMIT_TYPES",
     "Affinity",
     "Container",
     "LabelSelector",
+    "LimitRange",
+    "LimitRangeItem",
     "Namespace",
     "NodeSelectorRequirement",
     "PodResourceClaim",
     "PodSpec",
     "PodTemplateSpec",
+    "RuntimeClass",
     "Taint",
     "Toleration",
 ]

@@ -49,6 +49,9 @@ class WatchedKind:
 KINDS_WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("Namespace", "", ("v1",), "namespaces", False, True),
     WatchedKind("PriorityClass", "scheduling.k8s.io", ("v1",), "priorityclasses", False, True),
+    # What Kueue adds to a pod set's requests (AdjustResources) and checks them against.
+    WatchedKind("LimitRange", "", ("v1",), "limitranges", True, True),
+    WatchedKind("RuntimeClass", "node.k8s.io", ("v1",), "runtimeclasses", False, True),
     WatchedKind("ResourceFlavor", KUEUE_GROUP, ("v1beta2", "v1beta1"), "resourceflavors", False, True),
     WatchedKind(
         "WorkloadPriorityClass", KUEUE_GROUP, ("v1beta2", "v1beta1"), "workloadpriorityclasses", False, True

@@ -30,6 +30,8 @@ _RANK = {
             "Configuration",
             "ConfigMap",
             "PriorityClass",
+            "RuntimeClass",
+            "LimitRange",
             "WorkloadPriorityClass",
             "ResourceFlavor",
             "AdmissionCheck",

@@ -246,6 +246,82 @@ def _pod_shapes(rng: random.Random, docs: list[dict[str, Any]]) -> None:
                 container["resources"]["limits"] = dict(requests)
 
 
+def _pod_rules(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """What the API server would make of the pods, as Kueue's workload controller reads it
+    (``AdjustResources``, ``ValidateAdmissibility``).
+
+    In about a third of scenarios, LimitRanges in some namespaces: a Container
+    item with defaults and default requests for some resources and, at times, a
+    max or min, sometimes split over two LimitRanges (``limitrange.Summarize``
+    keeps the first default and the tightest bounds), and at times a Pod item
+    with a max. In about a quarter, a RuntimeClass with a pod overhead, named by
+    some pod sets that set none (``handlePodOverhead``), and by some a class that
+    does not exist. Some containers then leave a request out for the defaults to
+    fill, and a few ask for more than their limit (``ValidateResources``).
+    """
+    namespaces = [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"]
+    workloads = [d for d in docs if d["kind"] == "Workload"]
+    added: list[dict[str, Any]] = []
+    if rng.random() < 0.35:
+        for ns in namespaces:
+            if rng.random() < 0.4:
+                continue
+            items: list[dict[str, Any]] = []
+            container: dict[str, Any] = {"type": "Container"}
+            for resource in rng.sample(RESOURCES[:2], rng.randint(1, 2)):
+                amount = rng.randint(1, 3)
+                draw = rng.random()
+                if draw < 0.7:
+                    container.setdefault("default", {})[resource] = _quantity(resource, amount + 1)
+                if draw < 0.5 or draw >= 0.7:
+                    container.setdefault("defaultRequest", {})[resource] = _quantity(resource, amount)
+                if rng.random() < 0.3:
+                    container.setdefault("max", {})[resource] = _quantity(resource, rng.randint(3, 6))
+                if rng.random() < 0.15:
+                    container.setdefault("min", {})[resource] = _quantity(resource, 1)
+            items.append(container)
+            if rng.random() < 0.2:
+                items.append({"type": "Pod", "max": {"cpu": str(rng.randint(4, 10))}})
+            split = len(items) == 1 and rng.random() < 0.3
+            second = {"type": "Container", "default": {"cpu": "3"}, "max": {"cpu": "5"}}
+            for name, limits in (
+                [("limits-a", items), ("limits-b", [second])] if split else [("limits", items)]
+            ):
+                added.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "LimitRange",
+                        "metadata": {"name": name, "namespace": ns},
+                        "spec": {"limits": limits},
+                    }
+                )
+    runtime = rng.random() < 0.25
+    if runtime:
+        added.append(
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": "sandboxed"},
+                "handler": "kata",
+                "overhead": {"podFixed": {"cpu": rng.choice(["250m", "1"]), "memory": "1Gi"}},
+            }
+        )
+    for wl in workloads:
+        for pod_set in wl["spec"]["podSets"]:
+            pod = pod_set["template"]["spec"]
+            resources = pod["containers"][0].setdefault("resources", {})
+            requests = resources.setdefault("requests", {})
+            if runtime and "overhead" not in pod and rng.random() < 0.3:
+                pod["runtimeClassName"] = "sandboxed" if rng.random() < 0.8 else "missing"
+            draw = rng.random()
+            if added and draw < 0.3 and requests:
+                del requests[rng.choice(sorted(requests))]
+            elif draw > 0.95 and requests.get("cpu", "0") not in ("0",) and not resources.get("limits"):
+                resources["limits"] = {"cpu": "500m"}
+    # Before the ClusterQueues, as a cluster has them before anything is queued.
+    docs[0:0] = added
+
+
 def _stops(rng: random.Random, docs: list[dict[str, Any]]) -> None:
     """Some ClusterQueues stopped (``stopPolicy`` ``Hold`` or ``HoldAndDrain``) and some
     Workloads inactive (``spec.active: false``)."""
@@ -282,6 +358,7 @@ def scenario(
     finishing: bool = True,
     checks: bool = True,
     shapes: bool = True,
+    pod_rules: bool = True,
 ) -> list[dict[str, Any]]:
     """The manifests of scenario ``seed`` (the same seed gives the same scenario).
 
@@ -297,8 +374,9 @@ def scenario(
     ClusterQueue update (:func:`_update_quota`), and ``checks=False`` the
     admission checks (:func:`_admission_checks`), and ``shapes=False`` the
     pod shapes, stopped ClusterQueues, inactive Workloads and feature gates
-    turned off (:func:`_pod_shapes`, :func:`_stops`, :func:`_gates`), as
-    scenarios were before they had them.
+    turned off (:func:`_pod_shapes`, :func:`_stops`, :func:`_gates`), and
+    ``pod_rules=False`` the LimitRanges, RuntimeClasses and requests above
+    limits (:func:`_pod_rules`), as scenarios were before they had them.
     """
     docs = _scenario(seed, preemption)
     if placement:
@@ -306,6 +384,8 @@ def scenario(
     if shapes:
         _pod_shapes(random.Random(f"pod-shapes-{seed}"), docs)
         _stops(random.Random(f"stops-{seed}"), docs)
+    if pod_rules:
+        _pod_rules(random.Random(f"pod-rules-{seed}"), docs)
     if finishing:
         _finish(random.Random(f"finishing-{seed}"), docs)
     if checks:

@@ -8,8 +8,8 @@
 // folder of scenarios.
 //
 // A scenario is one multi-document YAML file of ResourceFlavors,
-// AdmissionChecks, Cohorts, ClusterQueues, Namespaces, LocalQueues and
-// Workloads, and optionally a
+// AdmissionChecks, Cohorts, ClusterQueues, Namespaces, LimitRanges,
+// RuntimeClasses, LocalQueues and Workloads, and optionally a
 // Configuration whose fairSharing stanza turns fair sharing on in the
 // scheduler cache and the scheduler (as Kueue's main does from the
 // Configuration file) and whose featureGates are set for the scenario's
@@ -18,9 +18,10 @@
 // defaulting). Its objects are stored in controller-runtime's fake client and
 // handed to Kueue's scheduler cache and queue manager the way Kueue's
 // controllers hand over added objects, in that order (a Workload through the
-// workload controller's Create handler, which takes missing requests from
-// limits, and then its Reconcile, which tells one its queue or namespace
-// selector blocks); then
+// workload controller's Create handler, which adds RuntimeClass overhead and
+// LimitRange defaults and takes missing requests from limits, and then its
+// Reconcile, which tells one its queue, namespace selector or resources
+// block); then
 // Scheduler.schedule(ctx) runs cycle after cycle until no active
 // ClusterQueue has a head (Manager.Heads would block, see ksHasHeads in
 // heads_test.go): quiescence, since no Workload finishes. Inadmissible requeue
@@ -93,6 +94,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,6 +117,7 @@ import (
 	qcache "sigs.k8s.io/kueue/pkg/cache/queue"
 	schdcache "sigs.k8s.io/kueue/pkg/cache/scheduler"
 	"sigs.k8s.io/kueue/pkg/controller/core"
+	"sigs.k8s.io/kueue/pkg/controller/core/indexer"
 	"sigs.k8s.io/kueue/pkg/features"
 	preemptexpectations "sigs.k8s.io/kueue/pkg/scheduler/preemption/expectations"
 	"sigs.k8s.io/kueue/pkg/util/routine"
@@ -208,6 +211,8 @@ type kpScenario struct {
 	clusterQueues []*kueue.ClusterQueue
 	cqUpdates     []*kueue.ClusterQueue
 	namespaces    []*corev1.Namespace
+	limitRanges   []*corev1.LimitRange
+	runtimes      []*nodev1.RuntimeClass
 	localQueues   []*kueue.LocalQueue
 	workloads     []*kueue.Workload
 }
@@ -261,6 +266,10 @@ func kpRead(path string, scheme *runtime.Scheme) (*kpScenario, error) {
 			}
 		case *corev1.Namespace:
 			s.namespaces = append(s.namespaces, o)
+		case *corev1.LimitRange:
+			s.limitRanges = append(s.limitRanges, o)
+		case *nodev1.RuntimeClass:
+			s.runtimes = append(s.runtimes, o)
 		case *kueue.LocalQueue:
 			s.localQueues = append(s.localQueues, o)
 		case *kueue.Workload:
@@ -510,6 +519,8 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 		WithScheme(scheme).
 		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())).
 		WithStatusSubresource(&kueue.Workload{}).
+		// As Kueue's manager indexes them: AdjustResources lists a namespace's LimitRanges by it.
+		WithIndex(&corev1.LimitRange{}, indexer.LimitRangeHasContainerOrPodType, indexer.IndexLimitRangeHasContainerOrPodType).
 		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: utiltesting.TreatSSAAsStrategicMerge}).
 		Build()
 	recorder := &utiltesting.EventRecorder{}
@@ -531,6 +542,16 @@ func kpRun(t *testing.T, path string, scheme *runtime.Scheme) kpResult {
 	for _, ns := range s.namespaces {
 		if err := store(ns); err != nil {
 			return fail("namespace "+ns.Name, err)
+		}
+	}
+	for _, lr := range s.limitRanges {
+		if err := store(lr); err != nil {
+			return fail("limitrange "+lr.Name, err)
+		}
+	}
+	for _, rc := range s.runtimes {
+		if err := store(rc); err != nil {
+			return fail("runtimeclass "+rc.Name, err)
 		}
 	}
 	for _, rf := range s.flavors {
