@@ -10,15 +10,16 @@ pods (``workload.AdjustResources``), before counting their requests:
   takes the ``default`` and ``defaultRequest`` of the namespace's
   ``Container`` LimitRanges (``handlePodLimitRange``), summarized as
   ``limitrange.Summarize`` does: the lowest ``max``, the highest ``min``, the
-  first ``default`` and ``defaultRequest`` met, LimitRanges by name;
+  first ``default`` and ``defaultRequest`` met, LimitRanges by name), and a
+  pod that sets pod-level ``resources`` (KEP-2837) those of its ``Pod``
+  LimitRanges;
 - a limit with no request stands in for the request (``requests.py``).
 
 Then it refuses to queue one whose requests the pods could never run with
 (``workload.ValidateAdmissibility``): a request above its container's limit
-(``ValidateResources``), or a container or pod outside the namespace's
-LimitRanges (``ValidateLimitRange``). Both are ``Misconfigured``, with the
-message Kueue builds from its field errors. Pod-level resources (KEP-2837)
-are not read, here as in the rest of the engine.
+(``ValidateResources``, pod-level resources too), or a container or pod
+outside the namespace's LimitRanges (``ValidateLimitRange``). Both are
+``Misconfigured``, with the message Kueue builds from its field errors.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kueuestream.admission.api.base import ApiModel
-from kueuestream.admission.api.core import Container, LimitRange, PodSpec, RuntimeClass
+from kueuestream.admission.api.core import Container, LimitRange, PodSpec, ResourceRequirements, RuntimeClass
 from kueuestream.admission.events import ObjectRef
 from kueuestream.admission.quantity import Quantity, resource_value
 from kueuestream.admission.requests import pod_requests
@@ -154,10 +155,16 @@ class PodResourceRules:
             runtime_class = self.runtime_classes.get(spec.runtime_class_name)
             if runtime_class is not None and runtime_class.overhead is not None:
                 changes["overhead"] = dict(runtime_class.overhead.pod_fixed)
-        container_range = self.summary(namespace).get("Container") if self.limit_ranges else None
+        summary = self.summary(namespace) if self.limit_ranges else {}
+        container_range = summary.get("Container")
         if container_range is not None and (container_range.default or container_range.default_request):
             changes["init_containers"] = [_defaulted(c, container_range) for c in spec.init_containers]
             changes["containers"] = [_defaulted(c, container_range) for c in spec.containers]
+        pod_range = summary.get("Pod")
+        if spec.resources is not None and pod_range is not None:
+            resources = _with_defaults(spec.resources, pod_range)
+            if resources is not spec.resources:
+                changes["resources"] = resources
         return spec.model_copy(update=changes) if changes else spec
 
     def problem(self, specs: Sequence[PodSpec], namespace: str, *, as_written: bool = False) -> str:
@@ -182,6 +189,12 @@ class PodResourceRules:
                     names = _greater(_values(_requests_with_limits(container)), _values(limits))
                     if names:
                         errors.append(_field_error(f"{base}.{kind}[{j}]", names, REQUEST_ABOVE_LIMIT))
+            pod = spec.resources
+            if pod is not None and pod.limits:
+                merged = dict(pod.requests)
+                _keep_first(merged, pod.limits)
+                if names := _greater(_values(merged), _values(pod.limits)):
+                    errors.append(_field_error(f"{base}.resources", names, REQUEST_ABOVE_LIMIT))
         if errors:
             return f"{INVALID_RESOURCES}: {_aggregate(errors)}"
         if not any(key[0] == namespace for key in self.limit_ranges):
@@ -192,16 +205,21 @@ class PodResourceRules:
         return f"{LIMIT_RANGE_UNSATISFIED}: {_aggregate(errors)}" if errors else ""
 
 
-def _defaulted(container: Container, limits: LimitSummary) -> Container:
-    resources = container.resources
+def _with_defaults(resources: ResourceRequirements, limits: LimitSummary) -> ResourceRequirements:
     new_limits = dict(resources.limits)
     _keep_first(new_limits, limits.default)
     new_requests = dict(resources.requests)
     _keep_first(new_requests, limits.default_request)
     if len(new_limits) == len(resources.limits) and len(new_requests) == len(resources.requests):
+        return resources
+    return resources.model_copy(update={"limits": new_limits, "requests": new_requests})
+
+
+def _defaulted(container: Container, limits: LimitSummary) -> Container:
+    resources = _with_defaults(container.resources, limits)
+    if resources is container.resources:
         return container
-    updated = resources.model_copy(update={"limits": new_limits, "requests": new_requests})
-    return container.model_copy(update={"resources": updated})
+    return container.model_copy(update={"resources": resources})
 
 
 def _without_limits(container: Container) -> Container:
@@ -214,10 +232,12 @@ def _requests_total(spec: PodSpec, as_written: bool) -> dict[str, int]:
     for missing requests only once the spec was adjusted."""
     if not as_written:
         return pod_requests(spec)
+    pod = spec.resources
     bare = spec.model_copy(
         update={
             "containers": [_without_limits(c) for c in spec.containers],
             "init_containers": [_without_limits(c) for c in spec.init_containers],
+            "resources": None if pod is None else pod.model_copy(update={"limits": {}}),
         }
     )
     return pod_requests(bare)

@@ -31,7 +31,9 @@ def containers_shape(spec: PodSpec) -> tuple[object, ...]:
         return tuple(tuple(sorted(_container_requests(c).items())) for c in containers)
 
     overhead = tuple(sorted((name, q.value) for name, q in spec.overhead.items()))
-    return (each(spec.containers), each(spec.init_containers), overhead)
+    pod = spec.resources
+    pod_level = None if pod is None else tuple(sorted((name, q.value) for name, q in pod.requests.items()))
+    return (each(spec.containers), each(spec.init_containers), overhead, pod_level)
 
 
 def _add(into: _Exact, other: Mapping[str, Fraction]) -> None:
@@ -50,6 +52,25 @@ def _max(into: _Exact, other: Mapping[str, Fraction]) -> None:
             into[name] = value
 
 
+# The resources a pod may ask for as a whole (k8s IsSupportedPodLevelResource).
+_POD_LEVEL = ("cpu", "memory")
+_HUGE_PAGES = "hugepages-"
+
+
+def _pod_level(spec: PodSpec) -> _Exact | None:
+    """The pod-level requests that replace the containers' sum (KEP-2837), limits standing in for
+    missing ones, or None when the pod sets none of the resources that may be asked for so."""
+    resources = spec.resources
+    if resources is None or not (resources.requests or resources.limits):
+        return None
+    merged: dict[str, Quantity] = dict(resources.limits)
+    merged.update(resources.requests)
+    found = {
+        name: q.value for name, q in merged.items() if name in _POD_LEVEL or name.startswith(_HUGE_PAGES)
+    }
+    return found or None
+
+
 def pod_requests(spec: PodSpec) -> Amounts:
     """Per-pod requests: max(sum of containers, each init container) plus overhead.
 
@@ -58,7 +79,8 @@ def pod_requests(spec: PodSpec) -> Amounts:
     The sum is exact (k8s PodRequests adds Quantities); only the per-pod total
     is rounded up to Kueue's int64 (millicores for cpu), as totalRequestsFromPodSets does.
     """
-    if not spec.init_containers and not spec.overhead and len(spec.containers) == 1:
+    pod_level = _pod_level(spec) if spec.resources is not None else None
+    if pod_level is None and not spec.init_containers and not spec.overhead and len(spec.containers) == 1:
         # One container, the common case: its amounts are the pod's, with nothing to add.
         return {
             name: max(0, exact_resource_value(name, value))
@@ -67,7 +89,7 @@ def pod_requests(spec: PodSpec) -> Amounts:
     total: _Exact = {}
     for container in spec.containers:
         _add(total, _container_requests(container))
-    if not spec.init_containers and not spec.overhead:
+    if pod_level is None and not spec.init_containers and not spec.overhead:
         return {name: max(0, exact_resource_value(name, value)) for name, value in total.items()}
     sidecars: _Exact = {}
     init_peak: _Exact = {}
@@ -81,6 +103,9 @@ def pod_requests(spec: PodSpec) -> Amounts:
         _max(init_peak, running)
     _add(total, sidecars)
     _max(total, init_peak)
+    if pod_level is not None:
+        # k8s PodRequests: what the pod asks for as a whole replaces its containers' sum.
+        total.update(pod_level)
     _add(total, {name: q.value for name, q in spec.overhead.items()})
     return {name: max(0, exact_resource_value(name, value)) for name, value in total.items()}
 

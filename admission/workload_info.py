@@ -102,7 +102,7 @@ def _shape(spec: PodSpec) -> object:
     constraints that decide which flavors may take it, the pod priority and the
     resource claims. Two pod sets with the same total are not alike when one has a
     sidecar the other folds into its container."""
-    plain = len(spec.containers) == 1 and not spec.init_containers and not spec.overhead
+    plain = len(spec.containers) == 1 and not (spec.init_containers or spec.overhead or spec.resources)
     unconstrained = not spec.node_selector and spec.affinity is None and not spec.tolerations
     if plain and unconstrained and spec.priority is None and not spec.resource_claims:
         # The common case: the one container's requests are the pod set's, already in

@@ -81,6 +81,8 @@ class PodSpec(ApiModel):
     priority_class_name: Str = ""
     resource_claims: list[PodResourceClaim] = Field(default_factory=list)
     runtime_class_name: Str | None = None
+    # Pod-level resources (KEP-2837): what the pod as a whole asks for.
+    resources: ResourceRequirements | None = None
 
 
 class PodTemplateSpec(ApiModel):

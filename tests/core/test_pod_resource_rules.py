@@ -268,6 +268,30 @@ def test_limit_range_bounds_are_checked_per_container_and_per_pod() -> None:
     )
 
 
+def test_pod_level_resources_are_defaulted_and_checked_too() -> None:
+    """A pod that sets pod-level ``resources`` takes its Pod LimitRanges' defaults for them
+    (``handlePodLimitRange``), and its pod-level request may not exceed its pod-level limit
+    (``ValidateResources``); a pod without them is left alone."""
+    lr = limit_range("pods", "[{type: Pod, defaultRequest: {cpu: 3}}]")
+    r = run(
+        QUEUE
+        + lr
+        + pods("pod-level", "[{name: c, resources: {requests: {cpu: 1}}}]", extra="        resources: {}")
+        + pods("containers-only", "[{name: c, resources: {requests: {cpu: 1}}}]")
+        + pods(
+            "over",
+            "[{name: c, resources: {requests: {cpu: 1}}}]",
+            extra="        resources: {requests: {cpu: 2, memory: 1Gi}, limits: {cpu: 1}}",
+        )
+    )
+    assert usage(r, "pod-level") == {"cpu": "3"}
+    assert usage(r, "containers-only") == {"cpu": "1"}
+    assert r.pending_message("over") == (
+        "resources validation failed: spec.podSets[0].template.spec.resources: "
+        'Invalid value: ["cpu"]: requests must not exceed its limits'
+    )
+
+
 def test_requests_above_limits_are_reported_before_limit_ranges() -> None:
     lr = limit_range("bounds", "[{type: Container, max: {cpu: 1}}]")
     r = run(QUEUE + lr + pods("both", "[{name: c, resources: {requests: {cpu: 4}, limits: {cpu: 3}}}]"))

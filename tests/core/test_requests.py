@@ -75,6 +75,22 @@ initContainers: [{c("{cpu: 0, nvidia.com/gpu: 1}")}]
     assert pod(spec) == {"cpu": 0, "nvidia.com/gpu": 3}
 
 
+def test_pod_level_requests_replace_the_containers_sum() -> None:
+    """KEP-2837, as k8s ``PodRequests`` reads it: cpu, memory and huge pages asked for by the pod
+    as a whole replace its containers' sum (a pod-level limit standing in for a missing request);
+    other resources stay the containers'; the overhead is added after."""
+    spec = f"""
+containers: [{c("{cpu: 1, memory: 1Gi, nvidia.com/gpu: 1}")}, {c("{cpu: 1}")}]
+initContainers: [{c("{cpu: 4}")}]
+resources: {{requests: {{cpu: 3, nvidia.com/gpu: 4}}, limits: {{memory: 2Gi}}}}
+overhead: {{cpu: 250m}}
+"""
+    assert pod(spec) == {"cpu": 3250, "memory": 2 * Gi, "nvidia.com/gpu": 1}
+    # Pod-level resources naming nothing a pod may ask for as a whole change nothing.
+    only_gpu = f"containers: [{c('{cpu: 1}')}]\nresources: {{requests: {{nvidia.com/gpu: 2}}}}"
+    assert pod(only_gpu) == {"cpu": 1000}
+
+
 def test_overhead_is_added_after_the_maximum() -> None:
     spec = f"""
 containers: [{c("{cpu: 1}")}]

@@ -322,6 +322,35 @@ def _pod_rules(rng: random.Random, docs: list[dict[str, Any]]) -> None:
     docs[0:0] = added
 
 
+def _pod_level(rng: random.Random, docs: list[dict[str, Any]]) -> None:
+    """In about a fifth of scenarios, some pod sets ask for cpu or memory as a whole pod
+    (KEP-2837: k8s ``PodRequests`` takes them over the containers' sum), as a request, a
+    limit alone or, rarely, a request above its limit; and a Pod LimitRange item may then
+    give them a default request (``handlePodLimitRange``)."""
+    if rng.random() >= 0.2:
+        return
+    for doc in docs:
+        if doc["kind"] == "LimitRange" and rng.random() < 0.5:
+            for item in doc["spec"]["limits"]:
+                if item["type"] == "Pod":
+                    item["defaultRequest"] = {"memory": "1Gi"}
+        if doc["kind"] != "Workload":
+            continue
+        for pod_set in doc["spec"]["podSets"]:
+            if rng.random() >= 0.3:
+                continue
+            resource = rng.choice(RESOURCES[:2])
+            amount = _quantity(resource, rng.randint(1, 4))
+            draw = rng.random()
+            if draw < 0.6:
+                pod_resources = {"requests": {resource: amount}}
+            elif draw < 0.9:
+                pod_resources = {"limits": {resource: amount}}
+            else:
+                pod_resources = {"requests": {resource: _quantity(resource, 5)}, "limits": {resource: amount}}
+            pod_set["template"]["spec"]["resources"] = pod_resources
+
+
 def _stops(rng: random.Random, docs: list[dict[str, Any]]) -> None:
     """Some ClusterQueues stopped (``stopPolicy`` ``Hold`` or ``HoldAndDrain``) and some
     Workloads inactive (``spec.active: false``)."""
@@ -375,8 +404,9 @@ def scenario(
     admission checks (:func:`_admission_checks`), and ``shapes=False`` the
     pod shapes, stopped ClusterQueues, inactive Workloads and feature gates
     turned off (:func:`_pod_shapes`, :func:`_stops`, :func:`_gates`), and
-    ``pod_rules=False`` the LimitRanges, RuntimeClasses and requests above
-    limits (:func:`_pod_rules`), as scenarios were before they had them.
+    ``pod_rules=False`` the LimitRanges, RuntimeClasses, requests above
+    limits and pod-level resources (:func:`_pod_rules`, :func:`_pod_level`),
+    as scenarios were before they had them.
     """
     docs = _scenario(seed, preemption)
     if placement:
@@ -386,6 +416,7 @@ def scenario(
         _stops(random.Random(f"stops-{seed}"), docs)
     if pod_rules:
         _pod_rules(random.Random(f"pod-rules-{seed}"), docs)
+        _pod_level(random.Random(f"pod-level-{seed}"), docs)
     if finishing:
         _finish(random.Random(f"finishing-{seed}"), docs)
     if checks:
