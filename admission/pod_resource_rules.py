@@ -10,9 +10,9 @@ pods (``workload.AdjustResources``), before counting their requests:
   takes the ``default`` and ``defaultRequest`` of the namespace's
   ``Container`` LimitRanges (``handlePodLimitRange``), summarized as
   ``limitrange.Summarize`` does: the lowest ``max``, the highest ``min``, the
-  first ``default`` and ``defaultRequest`` met, LimitRanges by name), and a
-  pod that sets pod-level ``resources`` (KEP-2837) those of its ``Pod``
-  LimitRanges;
+  first ``default`` and ``defaultRequest`` met, LimitRanges by name; a pod
+  that sets pod-level ``resources`` (KEP-2837) takes those of the ``Pod``
+  LimitRanges the same way;
 - a limit with no request stands in for the request (``requests.py``).
 
 Then it refuses to queue one whose requests the pods could never run with
