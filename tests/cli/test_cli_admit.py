@@ -120,6 +120,38 @@ def test_admission_checks_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert "admission" not in items["render"]["status"]
 
 
+def test_limit_ranges_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """What config/examples/limit-ranges/README.md says ``admit`` prints.
+
+    Upstream: AdjustResources (handlePodOverhead, handlePodLimitRange) and
+    ValidateAdmissibility (see tests/core/test_pod_resource_rules.py).
+    """
+    code, out, _ = _admit(capsys, str(EXAMPLES / "limit-ranges"))
+    assert code == 0
+    items = {i["metadata"]["name"]: i for i in yaml.safe_load(out)["items"]}
+
+    def usage(name: str) -> dict[str, str]:
+        return dict(items[name]["status"]["admission"]["podSetAssignments"][0]["resourceUsage"])
+
+    def refused(name: str) -> str:
+        [cond] = [c for c in items[name]["status"]["conditions"] if c["type"] == "QuotaReserved"]
+        assert (cond["status"], cond["reason"]) == ("False", "Misconfigured")
+        return str(cond["message"])
+
+    assert usage("notebook") == {"cpu": "1", "memory": "2Gi"}
+    assert usage("sandboxed") == {"cpu": "1250m", "memory": "2176Mi"}
+    path = "spec.podSets[0].template.spec.containers[0]"
+    assert refused("greedy") == (
+        f"resources didn't satisfy LimitRange constraints: {path}: "
+        'Invalid value: ["cpu"]: requests must not be above the limitRange max'
+    )
+    assert refused("capped") == (
+        f'resources validation failed: {path}: Invalid value: ["memory"]: requests must not exceed its limits'
+    )
+    readme = (EXAMPLES / "limit-ranges" / "README.md").read_text()
+    assert refused("greedy") in readme and refused("capped") in readme
+
+
 def test_problems_are_listed_in_the_order_they_are_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
