@@ -19,7 +19,8 @@ fit, Workloads whose LocalQueue or ClusterQueue is missing, flavors' node
 labels, taints and tolerations against pod sets' node selectors, required
 node affinity and tolerations, how pod sets' requests are written (init
 containers, sidecars, pod overhead, limits standing for missing requests,
-milli-CPU), ClusterQueues stopped with ``Hold`` or ``HoldAndDrain`` (and
+milli-CPU, pod-level resources, requests above limits), LimitRanges and
+RuntimeClasses that add to them or refuse them, ClusterQueues stopped with ``Hold`` or ``HoldAndDrain`` (and
 restarted by their update), inactive Workloads, Kueue's feature gates that
 change scheduling turned off (:data:`GATES`), which Workloads finish or are
 deleted, a ClusterQueue's quota changing, admission checks (on every flavor or
@@ -316,7 +317,7 @@ def _pod_rules(rng: random.Random, docs: list[dict[str, Any]]) -> None:
             draw = rng.random()
             if added and draw < 0.3 and requests:
                 del requests[rng.choice(sorted(requests))]
-            elif draw > 0.95 and requests.get("cpu", "0") not in ("0",) and not resources.get("limits"):
+            elif draw > 0.95 and requests.get("cpu", "0") != "0" and not resources.get("limits"):
                 resources["limits"] = {"cpu": "500m"}
     # Before the ClusterQueues, as a cluster has them before anything is queued.
     docs[0:0] = added
