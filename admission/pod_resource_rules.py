@@ -32,7 +32,7 @@ from kueuestream.admission.api.base import ApiModel
 from kueuestream.admission.api.core import Container, LimitRange, PodSpec, ResourceRequirements, RuntimeClass
 from kueuestream.admission.events import ObjectRef
 from kueuestream.admission.quantity import Quantity, resource_value
-from kueuestream.admission.requests import pod_requests
+from kueuestream.admission.requests import pod_requests, requests_with_limits
 
 ResourceList = Mapping[str, Quantity]
 
@@ -104,26 +104,25 @@ def _aggregate(errors: list[str]) -> str:
     return distinct[0] if len(distinct) == 1 else "[" + ", ".join(distinct) + "]"
 
 
-def _requests_with_limits(container: Container) -> dict[str, Quantity]:
-    merged = dict(container.resources.requests)
-    _keep_first(merged, container.resources.limits)
-    return merged
-
-
 class PodResourceRules:
     """The cluster's LimitRanges and RuntimeClasses, and what they do to a Workload's pod sets."""
 
     def __init__(self) -> None:
         self.limit_ranges: dict[tuple[str, str], LimitRange] = {}
         self.runtime_classes: dict[str, RuntimeClass] = {}
+        # How many LimitRanges each namespace holds, so one without any is skipped at once.
+        self._ranges_in: dict[str, int] = {}
         # Per namespace, its LimitRanges summarized, until one of them changes.
         self._summaries: dict[str, dict[str, LimitSummary]] = {}
 
     def store(self, obj: ApiModel) -> bool:
         """Keep a LimitRange or RuntimeClass; whether ``obj`` was one."""
         if isinstance(obj, LimitRange):
-            self.limit_ranges[(obj.metadata.namespace, obj.metadata.name)] = obj
-            self._summaries.pop(obj.metadata.namespace, None)
+            namespace, key = obj.metadata.namespace, (obj.metadata.namespace, obj.metadata.name)
+            if key not in self.limit_ranges:
+                self._ranges_in[namespace] = self._ranges_in.get(namespace, 0) + 1
+            self.limit_ranges[key] = obj
+            self._summaries.pop(namespace, None)
             return True
         if isinstance(obj, RuntimeClass):
             self.runtime_classes[obj.metadata.name] = obj
@@ -133,11 +132,22 @@ class PodResourceRules:
     def delete(self, ref: ObjectRef) -> bool:
         """Forget a LimitRange or RuntimeClass; whether one was forgotten."""
         if ref.kind == "LimitRange":
+            if self.limit_ranges.pop((ref.namespace, ref.name), None) is None:
+                return False
             self._summaries.pop(ref.namespace, None)
-            return self.limit_ranges.pop((ref.namespace, ref.name), None) is not None
+            left = self._ranges_in[ref.namespace] - 1
+            if left:
+                self._ranges_in[ref.namespace] = left
+            else:
+                del self._ranges_in[ref.namespace]
+            return True
         if ref.kind == "RuntimeClass":
             return self.runtime_classes.pop(ref.name, None) is not None
         return False
+
+    def limits_namespace(self, namespace: str) -> bool:
+        """Whether any LimitRange is in ``namespace``."""
+        return namespace in self._ranges_in
 
     def summary(self, namespace: str) -> dict[str, LimitSummary]:
         found = self._summaries.get(namespace)
@@ -155,7 +165,7 @@ class PodResourceRules:
             runtime_class = self.runtime_classes.get(spec.runtime_class_name)
             if runtime_class is not None and runtime_class.overhead is not None:
                 changes["overhead"] = dict(runtime_class.overhead.pod_fixed)
-        summary = self.summary(namespace) if self.limit_ranges else {}
+        summary = self.summary(namespace) if namespace in self._ranges_in else {}
         container_range = summary.get("Container")
         if container_range is not None and (container_range.default or container_range.default_request):
             changes["init_containers"] = [_defaulted(c, container_range) for c in spec.init_containers]
@@ -186,18 +196,19 @@ class PodResourceRules:
                     limits = container.resources.limits
                     if not limits:
                         continue
-                    names = _greater(_values(_requests_with_limits(container)), _values(limits))
+                    names = _greater(_values(requests_with_limits(container.resources)), _values(limits))
                     if names:
                         errors.append(_field_error(f"{base}.{kind}[{j}]", names, REQUEST_ABOVE_LIMIT))
             pod = spec.resources
-            if pod is not None and pod.limits:
-                merged = dict(pod.requests)
-                _keep_first(merged, pod.limits)
-                if names := _greater(_values(merged), _values(pod.limits)):
-                    errors.append(_field_error(f"{base}.resources", names, REQUEST_ABOVE_LIMIT))
+            if (
+                pod is not None
+                and pod.limits
+                and (names := _greater(_values(requests_with_limits(pod)), _values(pod.limits)))
+            ):
+                errors.append(_field_error(f"{base}.resources", names, REQUEST_ABOVE_LIMIT))
         if errors:
             return f"{INVALID_RESOURCES}: {_aggregate(errors)}"
-        if not any(key[0] == namespace for key in self.limit_ranges):
+        if namespace not in self._ranges_in:
             return ""
         summary = self.summary(namespace)
         for i, spec in enumerate(specs):
@@ -253,7 +264,7 @@ def _outside_ranges(
         top, bottom = _values(container_range.max), _values(container_range.min)
         for kind, containers in (("initContainers", spec.init_containers), ("containers", spec.containers)):
             for j, container in enumerate(containers):
-                requests, limits = _requests_with_limits(container), container.resources.limits
+                requests, limits = requests_with_limits(container.resources), container.resources.limits
                 low, high = dict(requests), dict(requests)
                 _keep_min(low, limits)
                 _keep_max(high, limits)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
-from kueuestream.admission.api.core import Container, PodSpec
+from kueuestream.admission.api.core import Container, PodSpec, ResourceRequirements
 from kueuestream.admission.quantity import Quantity, exact_resource_value
 
 Amounts = dict[str, int]
@@ -13,14 +13,17 @@ Amounts = dict[str, int]
 _Exact = dict[str, Fraction]
 
 
-def _container_requests(container: Container) -> _Exact:
-    resources = container.resources
+def requests_with_limits(resources: ResourceRequirements) -> dict[str, Quantity]:
+    """The requests, a limit standing in for each missing one, as the API server defaults them."""
     if not resources.limits:
-        return {name: q.value for name, q in resources.requests.items()}
-    # A limit with no request stands in for the request, as the API server defaults it.
+        return resources.requests
     merged: dict[str, Quantity] = dict(resources.limits)
     merged.update(resources.requests)
-    return {name: q.value for name, q in merged.items()}
+    return merged
+
+
+def _container_requests(container: Container) -> _Exact:
+    return {name: q.value for name, q in requests_with_limits(container.resources).items()}
 
 
 def containers_shape(spec: PodSpec) -> tuple[object, ...]:
@@ -63,10 +66,10 @@ def _pod_level(spec: PodSpec) -> _Exact | None:
     resources = spec.resources
     if resources is None or not (resources.requests or resources.limits):
         return None
-    merged: dict[str, Quantity] = dict(resources.limits)
-    merged.update(resources.requests)
     found = {
-        name: q.value for name, q in merged.items() if name in _POD_LEVEL or name.startswith(_HUGE_PAGES)
+        name: q.value
+        for name, q in requests_with_limits(resources).items()
+        if name in _POD_LEVEL or name.startswith(_HUGE_PAGES)
     }
     return found or None
 

@@ -144,30 +144,10 @@ class Scheduler:
     def _nominate(self, rec: WorkloadRecord, cq: ClusterQueueRecord, snapshot: Snapshot) -> Entry:
         """Flavors for the head and, when it needs them, preemption targets (Kueue's ``nominate``)."""
         if not self.cache.selects_namespace(cq, rec.key[0]):
-            reason = self._reason(MISCONFIGURED)
-            if _changes(rec, reason, MSG_NAMESPACE_MISMATCH):
-                rec.trace = trace.skipped(self.cycles, reason, MSG_NAMESPACE_MISMATCH, cq.name)
-            return Entry(
-                rec,
-                cq,
-                EntryKind.NOT_NOMINATED,
-                message=MSG_NAMESPACE_MISMATCH,
-                reason=reason,
-                requeue_reason=RequeueReason.NAMESPACE_MISMATCH,
-            )
+            return self._misconfigured(rec, cq, MSG_NAMESPACE_MISMATCH, RequeueReason.NAMESPACE_MISMATCH)
         if rec.resources_problem:
             # The rest of Kueue's ValidateAdmissibility: requests above limits, LimitRanges.
-            reason = self._reason(MISCONFIGURED)
-            if _changes(rec, reason, rec.resources_problem):
-                rec.trace = trace.skipped(self.cycles, reason, rec.resources_problem, cq.name)
-            return Entry(
-                rec,
-                cq,
-                EntryKind.NOT_NOMINATED,
-                message=rec.resources_problem,
-                reason=reason,
-                requeue_reason=RequeueReason.INVALID_RESOURCES,
-            )
+            return self._misconfigured(rec, cq, rec.resources_problem, RequeueReason.INVALID_RESOURCES)
         pod_sets = rec.pod_sets
         assert pod_sets is not None
         only_declared = self.only_declared
@@ -219,6 +199,15 @@ class Scheduler:
         run = last.run + 1 if last is not None and pending_flavors(last.tried) else 0
         rec.last_assignment = LastAssignment(cq.name, generation, tuple(full.tried), run)
         return Entry(rec, cq, EntryKind.NOT_NOMINATED, full, message=full.message, reason=reason)
+
+    def _misconfigured(
+        self, rec: WorkloadRecord, cq: ClusterQueueRecord, message: str, requeue: RequeueReason
+    ) -> Entry:
+        """A head ``workload.ValidateAdmissibility`` refuses, before any flavor search (in ``nominate``)."""
+        reason = self._reason(MISCONFIGURED)
+        if _changes(rec, reason, message):
+            rec.trace = trace.skipped(self.cycles, reason, message, cq.name)
+        return Entry(rec, cq, EntryKind.NOT_NOMINATED, message=message, reason=reason, requeue_reason=requeue)
 
     def _still_current(self, rec: WorkloadRecord, cq: ClusterQueueRecord) -> LastAssignment | None:
         """Where the head's last flavor search stopped, which this one resumes after (Kueue's

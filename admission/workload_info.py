@@ -78,8 +78,13 @@ def ensure_requests(rec: WorkloadRecord, cache: Cache) -> None:
     rules, namespace = cache.pod_rules, rec.key[0]
     specs = [rules.adjusted(ps.template.spec, namespace) for ps in pod_sets]
     rec.resources_problem = rules.problem(specs, namespace)
-    written = [ps.template.spec for ps in pod_sets]
-    rec.written_resources_problem = rules.problem(written, namespace, as_written=True)
+    if rules.limits_namespace(namespace):
+        written = [ps.template.spec for ps in pod_sets]
+        rec.written_resources_problem = rules.problem(written, namespace, as_written=True)
+    else:
+        # Without LimitRanges the specs differ only by a RuntimeClass's overhead, which
+        # only a Pod LimitRange would check.
+        rec.written_resources_problem = rec.resources_problem
     for ps, spec in zip(pod_sets, specs, strict=True):
         per_pod = pod_requests(spec)
         if excluded:

@@ -44,11 +44,19 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = TIMEOUT_S) -> None:
+async def eventually(
+    check: Callable[[], Awaitable[bool]],
+    what: str,
+    timeout_s: float = TIMEOUT_S,
+    describe: Callable[[], str] | None = None,
+) -> None:
+    """Wait until ``check`` holds; on timeout, say what was awaited and, with ``describe``,
+    what was seen instead."""
     deadline = time.monotonic() + timeout_s
     while not await check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:g}s: {what}")
+            seen = f"; {describe()}" if describe is not None else ""
+            raise AssertionError(f"not within {timeout_s:g}s: {what}{seen}")
         await asyncio.sleep(0.1)
 
 

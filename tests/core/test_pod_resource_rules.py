@@ -200,6 +200,27 @@ def test_a_new_limit_range_recounts_pending_workloads() -> None:
     assert "insufficient unused quota for cpu in flavor default, 1 more needed" in r.pending_message("later")
 
 
+def test_a_namespace_is_bounded_until_its_last_limit_range_goes() -> None:
+    """``resourceUpdatesHandler`` on delete: a Workload refused by a namespace's LimitRanges
+    is checked again when one goes, and queued once none is left; one updated stays one."""
+    bound = "[{type: Container, max: {cpu: 2}}]"
+    r = run(
+        QUEUE
+        + limit_range("a", bound)
+        + limit_range("b", bound)
+        + limit_range("a", "[{type: Container, max: {cpu: 1}}]")
+        + pods("wide", "[{name: c, resources: {requests: {cpu: 3}}}]")
+    )
+    assert not r.is_admitted("wide")
+    assert r.pending_message("wide").startswith("resources didn't satisfy LimitRange constraints: ")
+    r.delete("LimitRange", "default", "a")
+    r.delete("LimitRange", "default", "never-made")
+    assert not r.is_admitted("wide")
+    assert "limitRange max" in r.pending_message("wide")
+    r.delete("LimitRange", "default", "b")
+    assert r.is_admitted("wide")
+
+
 # ---------------------------------------------------------------- ValidateAdmissibility
 
 
