@@ -62,6 +62,7 @@ from kueuestream.admission.status import (
     QUOTA_RESERVED,
     REASON_NO_RESERVATION,
     REQUEUED,
+    Condition,
     ConditionPool,
     Conditions,
 )
@@ -461,14 +462,29 @@ class Lifecycle:
         """:meth:`set_pending` for each of ``recs``, as many as a backlog holds."""
         now, pool = self.now_ms, self.pool
         granular = self._granular()
+        # Equivalent Workloads mostly hold the very same (pooled) conditions: what setting
+        # these makes of each pair is worked out once, keyed by the pair's identity.
+        outcome: dict[tuple[int, int], tuple[Condition | None, Condition | None]] = {}
         for rec in recs:
-            conditions = rec.conditions
-            moved = conditions.set(QUOTA_RESERVED, False, reason, message, now, pool)
-            if granular and conditions.set(
-                ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, now, pool
-            ):
-                moved = True
-            if moved:
+            items = rec.conditions.items
+            key = (id(items.get(QUOTA_RESERVED)), id(items.get(ADMITTED)))
+            found = outcome.get(key)
+            if found is None:
+                conditions = rec.conditions
+                reserved = conditions.set(QUOTA_RESERVED, False, reason, message, now, pool)
+                admitted = granular and conditions.set(
+                    ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, now, pool
+                )
+                found = outcome[key] = (
+                    items[QUOTA_RESERVED] if reserved else None,
+                    items[ADMITTED] if admitted else None,
+                )
+            else:
+                if found[0] is not None:
+                    items[QUOTA_RESERVED] = found[0]
+                if found[1] is not None:
+                    items[ADMITTED] = found[1]
+            if found[0] is not None or found[1] is not None:
                 self._mark(rec, Action.PENDING)
 
     # -------------------------------------------------------------- admission
