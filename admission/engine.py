@@ -162,6 +162,7 @@ class Engine:
             held = self.cache.workloads.get(key)
             if held is not None:
                 self.lifecycle.backoff_finished(held)
+        self.lifecycle.exceed_execution_times()
         for root in self.queues.due_roots(self.lifecycle.now_ms):
             node = self.cache.root_named(root)
             if node is not None:
@@ -191,14 +192,21 @@ class Engine:
             for root in changes.retried_roots(cache.cqs, cache.cohorts):
                 queues.requeue_later(root, self.lifecycle.now_ms)
 
-    def next_wakeup_ms(self) -> int | None:
-        """When a TICK would let parked workloads try again, or None when nothing waits.
+    def next_wakeup_ms(self, *, deadlines: bool = True) -> int | None:
+        """When a TICK would let parked workloads try again or, with ``deadlines``, would find
+        a workload past its maximum execution time; None when nothing waits.
 
-        While paused after a preemption, now.
+        While paused after a preemption, now. A clock that runs to quiescence
+        rather than to a wall-clock time leaves ``deadlines`` out: it would
+        otherwise run every admitted workload out of time.
         """
         if self.paused:
             return self.lifecycle.now_ms
-        return self.queues.next_wakeup_ms()
+        wakeup = self.queues.next_wakeup_ms()
+        deadline = self.lifecycle.deadlines.next_ms() if deadlines else None
+        if deadline is None:
+            return wakeup
+        return deadline if wakeup is None else min(wakeup, deadline)
 
     # ----------------------------------------------------------------- output
 
@@ -223,8 +231,8 @@ class Engine:
         for key in sorted(workloads):
             rec = workloads[key]
             manifest = dict(rec.manifest)
-            if rec.check_rejected:
-                # Kueue deactivates a Workload an admission check rejected.
+            if rec.deactivated_by:
+                # Kueue deactivated it (a Rejected check, its maximum execution time).
                 manifest["spec"] = {**manifest.get("spec", {}), "active": False}
             manifest["status"] = workload_status(rec)
             out.append(manifest)

@@ -7,8 +7,9 @@ provisioning-request annotations, one pod set ``main`` of ``min(parallelism,
 completions)`` pods whose template is the Job's without the labels the Job
 controller manages (``job-name`` is kept) and with duplicate environment
 variables dropped (the last one wins, ``jobframework.SanitizePodSets``),
-``minCount`` from the ``kueue.x-k8s.io/job-min-parallelism`` annotation, and
-the priority class as ``priorityClassRef``. Pure functions over plain data:
+``minCount`` from the ``kueue.x-k8s.io/job-min-parallelism`` annotation,
+``maximumExecutionTimeSeconds`` from the ``kueue.x-k8s.io/max-exec-time-seconds``
+label, and the priority class as ``priorityClassRef``. Pure functions over plain data:
 the Kubernetes connector creates this Workload in a cluster, and ``admit``
 prints it.
 """
@@ -22,6 +23,7 @@ from kueuestream.admission.jobs import (
     JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
+    max_exec_time_of,
     min_parallelism_of,
     workload_name,
 )
@@ -141,6 +143,9 @@ def workload_for_job(job: Manifest) -> Manifest:
     ref = priority_class_ref(job)
     if ref is not None:
         spec["priorityClassRef"] = ref
+    max_exec = max_exec_time_of(labels_of(job))
+    if max_exec is not None:
+        spec["maximumExecutionTimeSeconds"] = max_exec
     workload_meta: Manifest = {
         "name": job_workload_name(job),
         "namespace": meta.get("namespace", ""),

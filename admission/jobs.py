@@ -16,6 +16,8 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
 # The fewest pods the Job may start with: partial admission (Kueue's JobMinParallelismAnnotation).
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+# How long the Job's Workload may stay admitted (Kueue's MaxExecTimeSecondsLabel).
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 # What Go's strconv.Atoi accepts.
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 JOB_GROUP = "batch"
@@ -58,15 +60,29 @@ def pods_count(job: Job) -> int:
     return count
 
 
+def atoi(raw: object) -> int | None:
+    """``raw`` as Go's ``strconv.Atoi`` reads it (a decimal 64-bit integer), or None."""
+    if not isinstance(raw, str) or not _DECIMAL.fullmatch(raw):
+        return None
+    value = int(raw)
+    return value if -(2**63) <= value < 2**63 else None
+
+
 def min_parallelism_of(annotations: Mapping[str, object]) -> int | None:
     """The job-min-parallelism annotation as a number; None when absent or, as for Kueue's
     ``minPodsCount``, not a decimal integer."""
-    raw = annotations.get(MIN_PARALLELISM_ANNOTATION)
-    return int(raw) if isinstance(raw, str) and _DECIMAL.fullmatch(raw) else None
+    return atoi(annotations.get(MIN_PARALLELISM_ANNOTATION))
 
 
 def min_parallelism(job: Job) -> int | None:
     return min_parallelism_of(job.metadata.annotations)
+
+
+def max_exec_time_of(labels: Mapping[str, object]) -> int | None:
+    """The max-exec-time-seconds label as seconds; None when absent or, as for Kueue's
+    ``MaximumExecutionTimeSecondsForObject``, not a positive 32-bit integer."""
+    value = atoi(labels.get(MAX_EXEC_TIME_LABEL))
+    return value if value is not None and 0 < value < 2**31 else None
 
 
 def workload_for_job(job: Job) -> Workload:
@@ -83,6 +99,7 @@ def workload_for_job(job: Job) -> Workload:
         priority_class_ref=ref,
         priority_class_source=WORKLOAD_PRIORITY_CLASS_SOURCE if wpc else "",
         priority_class_name=wpc,
+        maximum_execution_time_seconds=max_exec_time_of(meta.labels),
     )
     return Workload(
         api_version="kueue.x-k8s.io/v1beta1",

@@ -24,6 +24,7 @@ from kueuestream.admission.api.kueue import Workload
 from kueuestream.admission.assignment import Assignment, PodSetAssignment
 from kueuestream.admission.cache import Cache
 from kueuestream.admission.events import Action, Decision, ObjectRef
+from kueuestream.admission.execution_time import ExecutionDeadlines, admitted_seconds
 from kueuestream.admission.jobs import JOB_UID_LABEL
 from kueuestream.admission.pending_reasons import (
     DEACTIVATED,
@@ -78,15 +79,23 @@ MSG_NO_RESERVATION_CHECKS = "The workload has no reservation and not all checks 
 # Kueue's Evicted reasons for admission checks: a Retry, and a Rejected (which deactivates).
 EVICTED_BY_CHECK = "AdmissionCheck"
 DEACTIVATED_BY_CHECK = "DeactivatedDueToAdmissionCheck"
+# Deactivated by Kueue itself ("Deactivated" with the underlying cause, ReasonWithCause).
+DEACTIVATED_DUE_TO = "DeactivatedDueTo"
+DEACTIVATED_BY_MAX_EXEC = "DeactivatedDueToMaximumExecutionTimeExceeded"
+MSG_MAX_EXEC = f"{MSG_DEACTIVATED} due to exceeding the maximum execution time"
 REACTIVATED = "Reactivated"
 
 
-def rejected_by_check(conditions: Conditions) -> bool:
-    """Evicted and deactivated because a check rejected it, and not reactivated since."""
+def deactivated_by_kueue(conditions: Conditions) -> str:
+    """The Evicted reason when Kueue itself deactivated the workload (a Rejected check, its
+    maximum execution time: ``IsEvictedDueToDeactivationByKueue``) and it was not
+    reactivated since, else ""."""
     evicted = conditions.get(EVICTED)
     requeued = conditions.get(REQUEUED)
     reactivated = requeued is not None and requeued.status == "True" and requeued.reason == REACTIVATED
-    return evicted is not None and evicted.reason == DEACTIVATED_BY_CHECK and not reactivated
+    if evicted is None or reactivated or not evicted.reason.startswith(DEACTIVATED_DUE_TO):
+        return ""
+    return evicted.reason
 
 
 class Lifecycle:
@@ -102,6 +111,8 @@ class Lifecycle:
         self._granular_gate = self._explicit_gate = False
         # Conditions given to many Workloads at once (a backlog's, an admission's) are shared.
         self.pool = ConditionPool()
+        # Admitted workloads with a maximum execution time, by when it runs out.
+        self.deadlines = ExecutionDeadlines()
 
     # ------------------------------------------------------------ arrivals
 
@@ -112,6 +123,7 @@ class Lifecycle:
         finished = any(c.type == FINISHED and c.status == "True" for c in wl.status.conditions)
         if rec is not None:
             self._update(rec, wl, manifest, finished)
+            self.deadlines.track(rec)
             return
         created = parse_rfc3339(wl.metadata.creation_timestamp or "")
         conditions = Conditions.from_list(wl.status.conditions, parse_rfc3339, self.now_ms)
@@ -125,8 +137,9 @@ class Lifecycle:
         )
         self.cache.workloads[key] = rec
         rec.checks = ac.from_status(wl.status.admission_checks, parse_rfc3339, self.now_ms)
-        # Rejected by a check before (a restart, a shard handover): it stays deactivated.
-        rec.check_rejected = rejected_by_check(conditions)
+        # Deactivated by Kueue before (a restart, a shard handover): it stays deactivated.
+        rec.deactivated_by = deactivated_by_kueue(conditions)
+        rec.accumulated_s = wl.status.accumulated_past_execution_time_seconds
         requeue_at = wl.status.requeue_state.requeue_at if wl.status.requeue_state else None
         rec.requeue_at_ms = parse_rfc3339(requeue_at) if requeue_at else None
         admission = wl.status.admission
@@ -146,6 +159,7 @@ class Lifecycle:
         # What it arrived with is what the cluster already shows; only changes are decisions.
         rec.last_status = workload_status(rec) if wl.status.conditions else {}
         self.outbox.touch(key)
+        self.deadlines.track(rec)
 
     def _update(self, rec: WorkloadRecord, wl: Workload, manifest: dict[str, Any], finished: bool) -> None:
         if not rec.obj.spec.active and wl.spec.active:
@@ -153,11 +167,11 @@ class Lifecycle:
             requeued_as_deactivated = (
                 requeued is not None and requeued.status == "False" and requeued.reason == DEACTIVATED
             )
-            if rec.check_rejected or requeued_as_deactivated:
+            if rec.deactivated_by or requeued_as_deactivated:
                 # Set active again after its deactivation was written: a fresh start (Kueue's
                 # Reactivated). A workload that never held quota was never requeued, so it has
                 # no Requeued condition to change.
-                rec.check_rejected = False
+                rec.deactivated_by = ""
                 rec.conditions.set(REQUEUED, True, REACTIVATED, "The workload was reactivated", self.now_ms)
         was_active = rec.active
         rec.obj, rec.manifest = wl, manifest
@@ -202,6 +216,7 @@ class Lifecycle:
         rec = self.cache.workloads.pop(key, None)
         if rec is None:
             return
+        self.deadlines.forget(key)
         if rec.phase == Phase.ADMITTED:
             self._release(rec)
             self.queues.delete(rec)
@@ -539,7 +554,7 @@ class Lifecycle:
         # as admitted as it was: a workload never admitted gets no Admitted condition.
         if observability or rec.conditions.is_true(ADMITTED):
             reason = "UnsatisfiedAdmissionChecks" if observability else "UnsatisfiedChecks"
-            rec.conditions.set(ADMITTED, False, reason, MSG_CHECKS_NOT_READY, self.now_ms)
+            self._unset_admitted(rec, reason, MSG_CHECKS_NOT_READY)
         self._mark(rec, Action.QUOTA_RESERVED)
 
     def _check_outcome(self, rec: WorkloadRecord) -> None:
@@ -553,7 +568,7 @@ class Lifecycle:
             return
         rejected = ac.in_state(rec.checks, ac.REJECTED)
         if rejected:
-            rec.check_rejected = True
+            rec.deactivated_by = DEACTIVATED_BY_CHECK
             message = f"{MSG_DEACTIVATED} due to {ac.checks_message(rejected, ac.REJECTED)}"
             self.evict(rec, DEACTIVATED_BY_CHECK, message, None)
             return
@@ -648,13 +663,31 @@ class Lifecycle:
         not all Ready too.
         """
         if self._granular():
-            rec.conditions.set(ADMITTED, False, REASON_NO_RESERVATION, MSG_NO_RESERVATION, self.now_ms)
+            self._unset_admitted(rec, REASON_NO_RESERVATION, MSG_NO_RESERVATION)
         elif rec.conditions.is_true(ADMITTED):
             if ac.all_ready(rec.checks):
                 reason, message = REASON_NO_RESERVATION, MSG_NO_RESERVATION
             else:
                 reason, message = LEGACY_NO_RESERVATION_CHECKS, MSG_NO_RESERVATION_CHECKS
-            rec.conditions.set(ADMITTED, False, reason, message, self.now_ms)
+            self._unset_admitted(rec, reason, message)
+
+    def _unset_admitted(self, rec: WorkloadRecord, reason: str, message: str) -> None:
+        """Admitted=False; leaving Admitted=True adds the seconds since to the workload's
+        ``accumulatedPastExecutionTimeSeconds`` (``SyncAdmittedCondition``)."""
+        seconds = admitted_seconds(rec, self.now_ms)
+        if seconds is not None:
+            rec.accumulated_s = (rec.accumulated_s or 0) + seconds
+        rec.conditions.set(ADMITTED, False, reason, message, self.now_ms)
+
+    def exceed_execution_times(self) -> None:
+        """Deactivate and evict each workload admitted for its maximum execution time by now,
+        earliest first (Kueue's ``reconcileMaxExecutionTime``, then its eviction of a
+        deactivated workload); the accumulated time starts again."""
+        for key in self.deadlines.take_due(self.now_ms):
+            rec = self.cache.workloads[key]
+            rec.deactivated_by = DEACTIVATED_BY_MAX_EXEC
+            rec.accumulated_s = None
+            self.evict(rec, DEACTIVATED_BY_MAX_EXEC, MSG_MAX_EXEC, None)
 
     def drain_stopped_queues(self) -> None:
         """Evict, by key, the admitted workloads of queues stopped with ``HoldAndDrain``."""
@@ -673,6 +706,7 @@ class Lifecycle:
     def _mark(self, rec: WorkloadRecord, action: Action) -> None:
         rec.last_action = action
         self.outbox.touch(rec.key)
+        self.deadlines.track(rec)
 
 
 def _read_admission(rec: WorkloadRecord, cq_name: str, assignments: Iterable[Any]) -> dict[FR, int]:

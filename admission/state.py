@@ -90,8 +90,11 @@ class WorkloadRecord:
     last_action: Action = Action.PENDING
     # status.admissionChecks, by name.
     checks: list[CheckState] = field(default_factory=list)
-    # An admission check rejected it: deactivated, as Kueue sets spec.active false.
-    check_rejected: bool = False
+    # Kueue deactivated it itself (a Rejected check, its maximum execution time), setting
+    # spec.active false: the Evicted reason it gave, or "".
+    deactivated_by: str = ""
+    # status.accumulatedPastExecutionTimeSeconds: seconds admitted before its last eviction.
+    accumulated_s: int | None = None
     # status.requeueState.requeueAt: not queued before this time (a retried check's backoff).
     requeue_at_ms: int | None = None
     # Where its last flavor search stopped, while that still counts (Kueue's LastAssignment).
@@ -111,7 +114,7 @@ class WorkloadRecord:
 
     @property
     def active(self) -> bool:
-        return self.obj.spec.active and not self.check_rejected
+        return self.obj.spec.active and not self.deactivated_by
 
     def order_key(self) -> OrderKey:
         return (not self.sticky, -self.priority, self.queued_ms, self.key[0], self.key[1])

@@ -44,6 +44,8 @@ def workload_status(rec: WorkloadRecord) -> dict[str, Any]:
         status["requeueState"] = {"requeueAt": rfc3339(rec.requeue_at_ms)}
     if rec.checks:
         status["admissionChecks"] = [c.to_dict() for c in rec.checks]
+    if rec.accumulated_s is not None:
+        status["accumulatedPastExecutionTimeSeconds"] = rec.accumulated_s
     if rec.requests_shown and rec.phase == Phase.PENDING and rec.pod_sets:
         # What Kueue's scheduler writes when it requeues a workload it could not admit
         # (``PropagateResourceRequests``); the admission's resource usage replaces it.

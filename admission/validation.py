@@ -19,7 +19,13 @@ from kueuestream.admission.api.kueue import (
     Workload,
 )
 from kueuestream.admission.errors import FieldError
-from kueuestream.admission.jobs import MIN_PARALLELISM_ANNOTATION, min_parallelism, pods_count
+from kueuestream.admission.jobs import (
+    MAX_EXEC_TIME_LABEL,
+    MIN_PARALLELISM_ANNOTATION,
+    atoi,
+    min_parallelism,
+    pods_count,
+)
 from kueuestream.admission.multikueue.validation import validate_multikueue_settings
 from kueuestream.admission.names import subdomain_problem
 
@@ -255,6 +261,21 @@ def validate_local_queue(lq: LocalQueue) -> list[FieldError]:
 
 def validate_workload(wl: Workload) -> list[FieldError]:
     errors: list[FieldError] = []
+    max_exec = wl.spec.maximum_execution_time_seconds
+    if max_exec is not None and not 0 < max_exec < 2**31:
+        errors.append(
+            FieldError(
+                "spec.maximumExecutionTimeSeconds", f"must be between 1 and {2**31 - 1}, got {max_exec}"
+            )
+        )
+    accumulated = wl.status.accumulated_past_execution_time_seconds
+    if accumulated is not None and not -(2**31) <= accumulated < 2**31:
+        errors.append(
+            FieldError(
+                "status.accumulatedPastExecutionTimeSeconds",
+                f"must be a 32-bit whole number of seconds, got {accumulated}",
+            )
+        )
     pod_sets = wl.spec.pod_sets
     if not pod_sets:
         errors.append(FieldError("spec.podSets", "must list at least one pod set"))
@@ -332,6 +353,15 @@ def validate_job(job: Job) -> list[FieldError]:
     errors: list[FieldError] = []
     if job.spec.parallelism is not None and job.spec.parallelism < 0:
         errors.append(FieldError("spec.parallelism", f"must be >= 0, got {job.spec.parallelism}"))
+    # As Kueue's Job webhook checks it (validateCreateForMaxExecTime): Go's strconv.Atoi, then > 0.
+    raw_max = job.metadata.labels.get(MAX_EXEC_TIME_LABEL)
+    if raw_max is not None and (atoi(raw_max) or 0) <= 0:
+        errors.append(
+            FieldError(
+                f"metadata.labels[{MAX_EXEC_TIME_LABEL}]",
+                f"must be a whole number of seconds greater than 0, got {raw_max!r}",
+            )
+        )
     # As Kueue's Job webhook checks it (validatePartialAdmissionCreate).
     raw = job.metadata.annotations.get(MIN_PARALLELISM_ANNOTATION)
     if raw is not None:

@@ -74,13 +74,14 @@ class AdmissionHandler:
             outs.append(error_out(raw, what, source))
         return outs
 
-    def next_wakeup_ms(self) -> int | None:
-        """The earliest time any shard's engine wants a clock tick, or None."""
+    def next_wakeup_ms(self, *, deadlines: bool = True) -> int | None:
+        """The earliest time any shard's engine wants a clock tick, or None (see
+        :meth:`Engine.next_wakeup_ms` for ``deadlines``)."""
         times = [
             t
             for p in sorted(self.states)
             for shard in sorted(self.states[p].shards)
-            if (t := self.states[p].shards[shard].engine.next_wakeup_ms()) is not None
+            if (t := self.states[p].shards[shard].engine.next_wakeup_ms(deadlines=deadlines)) is not None
         ]
         return min(times) if times else None
 

@@ -206,6 +206,8 @@ class WorkloadSpec(ApiModel):
     # v1beta2 names the class through a reference instead of name + source.
     priority_class_ref: PriorityClassRef | None = None
     active: Bool = True
+    # How long it may stay admitted, over all its admissions, before Kueue deactivates it.
+    maximum_execution_time_seconds: Int | None = None
 
 
 class Condition(ApiModel):
@@ -253,6 +255,8 @@ class WorkloadStatus(ApiModel):
     conditions: list[Condition] = Field(default_factory=list)
     admission_checks: list[AdmissionCheckState] = Field(default_factory=list)
     requeue_state: RequeueState | None = None
+    # Seconds admitted before its last eviction, summed (with maximumExecutionTimeSeconds).
+    accumulated_past_execution_time_seconds: Int | None = None
 
 
 class Workload(ApiModel):

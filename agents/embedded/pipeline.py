@@ -376,17 +376,23 @@ class EmbeddedPipeline:
             self._errors_seen.add(seen)
             errors.append(out)
 
-    def next_wakeup_ms(self) -> int | None:
-        wakeups = [self.admission.next_wakeup_ms(), self.multikueue.next_wakeup_ms()]
+    def next_wakeup_ms(self, *, deadlines: bool = True) -> int | None:
+        wakeups = [self.admission.next_wakeup_ms(deadlines=deadlines), self.multikueue.next_wakeup_ms()]
         due = [t for t in wakeups if t is not None]
         return min(due) if due else None
 
     def advance_clock(self, until_ms: int | None = None, cluster: str = "local") -> None:
-        """Tick the clock at every time an engine asked for, up to ``until_ms`` (all when None).
+        """Tick the clock at every time an engine asked for, up to ``until_ms``, or until
+        nothing waits when None.
 
         The ticks are watch events like any other, so a replay sees the same clock.
+        Run to quiescence (no ``until_ms``), time moves only for retries: running
+        on to the workloads' maximum execution times would deactivate them all.
         """
-        while (due := self.next_wakeup_ms()) is not None and (until_ms is None or due <= until_ms):
+        deadlines = until_ms is not None
+        while (due := self.next_wakeup_ms(deadlines=deadlines)) is not None and (
+            until_ms is None or due <= until_ms
+        ):
             self.submit([batch_marker(CLOCK_TICK, cluster, due)])
             self.pump()
 

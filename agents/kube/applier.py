@@ -7,10 +7,12 @@ it was computed from, so a write never lands on a version it has not seen:
 
 - The conditions the decision names replace those of the same type; any
   other condition (one another controller set) is kept where it is.
-  ``status.admission`` and ``status.requeueState`` are set, or removed when
-  the decision has none.
-- A Workload evicted because an admission check rejected it gets
-  ``spec.active: false`` once its status is written, as Kueue deactivates it.
+  ``status.admission``, ``status.requeueState`` and
+  ``status.accumulatedPastExecutionTimeSeconds`` are set, or removed when the
+  decision has none.
+- A Workload Kueue deactivates itself (an admission check rejected it, it
+  ran out of its maximum execution time) gets ``spec.active: false`` once its
+  status is written, as Kueue sets it.
 - ``status.admissionChecks`` becomes the checks the decision lists, each the
   decision's entry unless the live one has another state and a transition
   time no older than the decision's: that state is a check controller's the
@@ -47,7 +49,7 @@ from typing import Any
 
 from kueuestream.admission import admission_checks as ac
 from kueuestream.admission.events import Action
-from kueuestream.admission.lifecycle import DEACTIVATED_BY_CHECK, REACTIVATED
+from kueuestream.admission.lifecycle import DEACTIVATED_DUE_TO, REACTIVATED
 from kueuestream.admission.status import EVICTED, REQUEUED
 from kueuestream.admission.timefmt import parse_rfc3339
 from kueuestream.agents.kube.cache import Key, ObjectCache, resource_version
@@ -89,6 +91,7 @@ def merged_status(live: Manifest, decided: Manifest) -> Manifest:
         "requeueState": decided.get("requeueState"),
         "admissionChecks": _merged_checks(live.get("admissionChecks"), decided.get("admissionChecks"))
         or None,
+        "accumulatedPastExecutionTimeSeconds": decided.get("accumulatedPastExecutionTimeSeconds"),
     }
 
 
@@ -129,12 +132,16 @@ def _time(value: Any) -> int:
 
 
 def needs_deactivation(live: Manifest, decided: Manifest) -> bool:
-    """Whether the decided status evicts the Workload for a Rejected check (and it was not
-    reactivated since) while the live Workload is still active."""
+    """Whether the decided status evicts the Workload as Kueue deactivates it itself (a
+    Rejected check, its maximum execution time: ``DeactivatedDueTo...``) and it was not
+    reactivated since, while the live Workload is still active."""
     by_type = {c.get("type"): c for c in decided.get("conditions") or [] if isinstance(c, dict)}
     evicted = by_type.get(EVICTED) or {}
     requeued = by_type.get(REQUEUED) or {}
-    rejected = evicted.get("status") == "True" and evicted.get("reason") == DEACTIVATED_BY_CHECK
+    reason = evicted.get("reason")
+    rejected = (
+        evicted.get("status") == "True" and isinstance(reason, str) and reason.startswith(DEACTIVATED_DUE_TO)
+    )
     reactivated = requeued.get("status") == "True" and requeued.get("reason") == REACTIVATED
     spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
     return rejected and not reactivated and (spec or {}).get("active") is not False
@@ -292,7 +299,8 @@ class ClusterApplier:
             return ApplyOutcome.APPLIED, f"resourceVersion {resource_version(written)}"
 
     async def _deactivate(self, resource: Resource, key: Key, live: Manifest, status: Manifest) -> None:
-        """Set ``spec.active`` false on a Workload an admission check rejected, as Kueue does.
+        """Set ``spec.active`` false on a Workload Kueue deactivates itself (a Rejected check,
+        its maximum execution time), as Kueue does.
 
         A write the server refuses is logged and left: the Workload stays
         deactivated in the engine whatever its spec says.

@@ -60,28 +60,37 @@ def test_an_evictions_reset_of_a_check_is_written_in_the_second_of_the_state_it_
 
 
 def test_checks_and_requeue_state_are_written_and_removed() -> None:
-    """status.admissionChecks and status.requeueState follow the decision, None meaning removed."""
+    """status.admissionChecks, status.requeueState and status.accumulatedPastExecutionTimeSeconds
+    follow the decision, None meaning removed."""
     decided = {
         "conditions": [],
         "requeueState": {"requeueAt": "2026-01-01T00:01:00Z"},
         "admissionChecks": [entry("prov", "Pending", "2026-01-01T00:00:00Z")],
+        "accumulatedPastExecutionTimeSeconds": 4,
     }
     wanted = merged_status({}, decided)
     assert wanted["requeueState"] == {"requeueAt": "2026-01-01T00:01:00Z"}
+    assert wanted["accumulatedPastExecutionTimeSeconds"] == 4
     assert has_status(wanted, merged_status(wanted, decided))
     cleared = merged_status(wanted, {"conditions": []})
     assert (cleared["requeueState"], cleared["admissionChecks"]) == (None, None)
+    assert cleared["accumulatedPastExecutionTimeSeconds"] is None
     assert not has_status(wanted, cleared)
     assert has_status({}, cleared)
 
 
 def test_a_workload_a_check_rejected_is_deactivated_unless_reactivated() -> None:
-    """Kueue sets spec.active false on a Workload a Rejected check deactivates; once set active
-    again (Requeued=True, reason Reactivated) it is left alone."""
+    """Kueue sets spec.active false on a Workload it deactivates itself (a Rejected check, its
+    maximum execution time: ``IsEvictedDueToDeactivationByKueue``); once set active again
+    (Requeued=True, reason Reactivated) it is left alone."""
     evicted = {"type": "Evicted", "status": "True", "reason": "DeactivatedDueToAdmissionCheck"}
     reactivated = {"type": "Requeued", "status": "True", "reason": "Reactivated"}
     active: dict[str, Any] = {"spec": {}}
     assert needs_deactivation(active, {"conditions": [evicted]})
+    out_of_time = {**evicted, "reason": "DeactivatedDueToMaximumExecutionTimeExceeded"}
+    assert needs_deactivation(active, {"conditions": [out_of_time]})
+    # Deactivated by whoever set spec.active false: nothing for the applier to do.
+    assert not needs_deactivation(active, {"conditions": [{**evicted, "reason": "Deactivated"}]})
     assert not needs_deactivation({"spec": {"active": False}}, {"conditions": [evicted]})
     assert not needs_deactivation(active, {"conditions": [evicted, reactivated]})
     preempted = {**evicted, "reason": "Preempted"}
