@@ -1,4 +1,5 @@
-"""The clock on Kafka: a worker writes the tick that lets parked Workloads try again, also after a SIGKILL.
+"""The clock on Kafka: a worker writes the tick that lets parked Workloads try again, or that
+runs a Workload out of its maximum execution time, also after a SIGKILL.
 
 Capacity freed in a cohort tree lets its parked (inadmissible) Workloads try
 again one batch period later (upstream ``workqueueRequeuer.notifyCohort`` /
@@ -27,6 +28,7 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from kueuestream.admission.queue_manager import REQUEUE_BATCH_MS
+from kueuestream.admission.timefmt import parse_rfc3339
 from kueuestream.agents.audit.replay import verify
 from kueuestream.agents.embedded.runtime import now_ms
 from kueuestream.agents.faust_worker.processes import WorkerProcesses
@@ -172,6 +174,75 @@ def test_parked_workloads_are_requeued_by_the_clock_after_a_sigkill(
     assert f"admission partition {shard_partition}: restored the snapshot" in restarted
     actions = [(d.ref.name, d.action.value) for part in parts for d in part]
     assert all(actions.count((n, "Admitted")) == 1 for n in PARKED), actions
+    assert_exactly_once(parts)
+    assert_admitted_once(parts)
+    check_limits(Limits.of(CLUSTER), parts)
+    verdict = verify(admission, decisions)
+    assert not verdict.mismatches and verdict.decisions == len(actions)
+
+
+LIMIT_S = 10
+
+
+async def deadline_scenario(broker: str, w: WorkerProcesses) -> tuple[list[list[DecisionRecord]], int]:
+    """Admit a Workload with a maximum execution time and park another behind it, SIGKILL the
+    worker before the time runs out and start it again; every decision, and the deadline."""
+    limited = cpu_workload("limited", "lq", 4)
+    limited["spec"]["maximumExecutionTimeSeconds"] = LIMIT_S
+    stream = Stream(time_ms=now_ms())
+    stream.listing(CLUSTER)
+    stream.event(limited)
+    stream.event(cpu_workload("waiting", "lq", 4))
+    async with KafkaLog(broker) as kafka, TopicReader(broker, w.names.decisions, 6) as reader:
+        for step in stream.steps:
+            await send_watch(kafka, w.names, [codec.encode(e) for e in step])
+        got = await wait_for(reader, {("limited", "Admitted"), ("waiting", "Pending")}, "the admission")
+        [admitted] = [d for d in got if (d.ref.name, d.action.value) == ("limited", "Admitted")]
+        [since] = [c["lastTransitionTime"] for c in admitted.status["conditions"] if c["type"] == "Admitted"]
+        admitted_ms = parse_rfc3339(since)
+        assert admitted_ms is not None, since
+        deadline = admitted_ms + LIMIT_S * 1000
+        await committed_to_the_end(broker, w)
+        w.kill(0, signal.SIGKILL)
+        assert now_ms() < deadline, "the time ran out before the kill: the test proves nothing"
+        w.start(0)
+        await wait_for(
+            reader, {("limited", "Evicted"), ("waiting", "Admitted")}, "the deactivation after the restart"
+        )
+        await asyncio.sleep(1.0)
+        await reader.poll()
+        return reader.decisions(), deadline
+
+
+def test_a_workload_runs_out_of_time_on_the_clock_of_a_restarted_worker(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``reconcileMaxExecutionTime`` on Kafka: the worker that holds the shard writes a clock tick
+    once a Workload's maximum execution time has run out by its wall clock, also when it was
+    SIGKILLed while the Workload ran; the tick, not an earlier record, deactivates it, and the
+    Workload parked behind it takes the quota, once, as a replay reproduces."""
+    with WorkerProcesses.isolated(
+        kafka_bootstrap, 1, tmp_path, tag="deadline", clock=True, snapshot_every=2
+    ) as w:
+        parts, deadline = asyncio.run(deadline_scenario(kafka_bootstrap, w))
+        written = asyncio.run(ticks(kafka_bootstrap, w))
+
+        async def logs() -> tuple[list[list[Record]], list[list[bytes]]]:
+            async with KafkaLog(kafka_bootstrap) as kafka:
+                admission = await read_topic(kafka, w.names.admission)
+                decisions = [[r.value for r in part] for part in await read_topic(kafka, w.names.decisions)]
+            return admission, decisions
+
+        admission, decisions = asyncio.run(logs())
+    [partition] = {p for p, part in enumerate(parts) if any(d.ref.name == "limited" for d in part)}
+    [evicted] = [d for d in parts[partition] if (d.ref.name, d.action.value) == ("limited", "Evicted")]
+    cause = decode_entry(admission[partition][evicted.cause.offset].value)
+    assert cause.type == EventType.TICK and cause.origin.offset in written
+    assert cause.time_ms >= deadline, f"deactivated {deadline - cause.time_ms} ms before its time ran out"
+    reasons = [c["reason"] for c in evicted.status["conditions"] if c["type"] == "Evicted"]
+    assert reasons == ["DeactivatedDueToMaximumExecutionTimeExceeded"]
+    actions = [(d.ref.name, d.action.value) for part in parts for d in part]
+    assert actions.count(("waiting", "Admitted")) == 1, actions
     assert_exactly_once(parts)
     assert_admitted_once(parts)
     check_limits(Limits.of(CLUSTER), parts)
