@@ -139,12 +139,12 @@ def needs_deactivation(live: Manifest, decided: Manifest) -> bool:
     evicted = by_type.get(EVICTED) or {}
     requeued = by_type.get(REQUEUED) or {}
     reason = evicted.get("reason")
-    rejected = (
+    deactivated = (
         evicted.get("status") == "True" and isinstance(reason, str) and reason.startswith(DEACTIVATED_DUE_TO)
     )
     reactivated = requeued.get("status") == "True" and requeued.get("reason") == REACTIVATED
     spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
-    return rejected and not reactivated and (spec or {}).get("active") is not False
+    return deactivated and not reactivated and (spec or {}).get("active") is not False
 
 
 def has_status(live: Manifest, wanted: Manifest) -> bool:
