@@ -478,7 +478,9 @@ class Lifecycle:
         now, pool = self.now_ms, self.pool
         granular = self._granular()
         # Equivalent Workloads mostly hold the very same (pooled) conditions: what setting
-        # these makes of each pair is worked out once, keyed by the pair's identity.
+        # these makes of each pair is worked out once, keyed by the pair's identity. A
+        # Workload not visited yet holds conditions made before this loop and still alive,
+        # so an id it shows is never one reused by a condition made or freed here.
         outcome: dict[tuple[int, int], tuple[Condition | None, Condition | None]] = {}
         for rec in recs:
             items = rec.conditions.items
