@@ -111,6 +111,26 @@ async def ticks(broker: str, w: WorkerProcesses) -> list[int]:
         ]
 
 
+async def logs(broker: str, w: WorkerProcesses) -> tuple[list[list[Record]], list[list[bytes]]]:
+    """The admission records and the decisions' bytes, per partition, for a replay."""
+    async with KafkaLog(broker) as kafka:
+        admission = await read_topic(kafka, w.names.admission)
+        decisions = [[r.value for r in part] for part in await read_topic(kafka, w.names.decisions)]
+    return admission, decisions
+
+
+def assert_replayed_once(
+    parts: list[list[DecisionRecord]], admission: list[list[Record]], decisions: list[list[bytes]]
+) -> None:
+    """Each decision once, every Workload admitted at most once at a time, nothing over
+    quota, and a replay of the log reproducing every decision."""
+    assert_exactly_once(parts)
+    assert_admitted_once(parts)
+    check_limits(Limits.of(CLUSTER), parts)
+    verdict = verify(admission, decisions)
+    assert not verdict.mismatches and verdict.decisions == sum(len(part) for part in parts)
+
+
 async def scenario(broker: str, w: WorkerProcesses) -> tuple[list[list[DecisionRecord]], int]:
     """Park two Workloads, free their quota ahead of time, SIGKILL the worker and start it again;
     every decision, and the time the requeue was due."""
@@ -153,14 +173,7 @@ def test_parked_workloads_are_requeued_by_the_clock_after_a_sigkill(
         parts, due = asyncio.run(scenario(kafka_bootstrap, w))
         restarted = w.log_of(0)
         written = asyncio.run(ticks(kafka_bootstrap, w))
-
-        async def logs() -> tuple[list[list[Record]], list[list[bytes]]]:
-            async with KafkaLog(kafka_bootstrap) as kafka:
-                admission = await read_topic(kafka, w.names.admission)
-                decisions = [[r.value for r in part] for part in await read_topic(kafka, w.names.decisions)]
-            return admission, decisions
-
-        admission, decisions = asyncio.run(logs())
+        admission, decisions = asyncio.run(logs(kafka_bootstrap, w))
     # The parked Workloads were admitted by a tick the restarted worker wrote (there was
     # none before the kill), dated no earlier than the requeue was due.
     assert written
@@ -174,11 +187,7 @@ def test_parked_workloads_are_requeued_by_the_clock_after_a_sigkill(
     assert f"admission partition {shard_partition}: restored the snapshot" in restarted
     actions = [(d.ref.name, d.action.value) for part in parts for d in part]
     assert all(actions.count((n, "Admitted")) == 1 for n in PARKED), actions
-    assert_exactly_once(parts)
-    assert_admitted_once(parts)
-    check_limits(Limits.of(CLUSTER), parts)
-    verdict = verify(admission, decisions)
-    assert not verdict.mismatches and verdict.decisions == len(actions)
+    assert_replayed_once(parts, admission, decisions)
 
 
 LIMIT_S = 10
@@ -226,14 +235,7 @@ def test_a_workload_runs_out_of_time_on_the_clock_of_a_restarted_worker(
     ) as w:
         parts, deadline = asyncio.run(deadline_scenario(kafka_bootstrap, w))
         written = asyncio.run(ticks(kafka_bootstrap, w))
-
-        async def logs() -> tuple[list[list[Record]], list[list[bytes]]]:
-            async with KafkaLog(kafka_bootstrap) as kafka:
-                admission = await read_topic(kafka, w.names.admission)
-                decisions = [[r.value for r in part] for part in await read_topic(kafka, w.names.decisions)]
-            return admission, decisions
-
-        admission, decisions = asyncio.run(logs())
+        admission, decisions = asyncio.run(logs(kafka_bootstrap, w))
     [partition] = {p for p, part in enumerate(parts) if any(d.ref.name == "limited" for d in part)}
     [evicted] = [d for d in parts[partition] if (d.ref.name, d.action.value) == ("limited", "Evicted")]
     cause = decode_entry(admission[partition][evicted.cause.offset].value)
@@ -243,8 +245,4 @@ def test_a_workload_runs_out_of_time_on_the_clock_of_a_restarted_worker(
     assert reasons == ["DeactivatedDueToMaximumExecutionTimeExceeded"]
     actions = [(d.ref.name, d.action.value) for part in parts for d in part]
     assert actions.count(("waiting", "Admitted")) == 1, actions
-    assert_exactly_once(parts)
-    assert_admitted_once(parts)
-    check_limits(Limits.of(CLUSTER), parts)
-    verdict = verify(admission, decisions)
-    assert not verdict.mismatches and verdict.decisions == len(actions)
+    assert_replayed_once(parts, admission, decisions)
