@@ -485,6 +485,8 @@ class Lifecycle:
         for rec in recs:
             items = rec.conditions.items
             key = (id(items.get(QUOTA_RESERVED)), id(items.get(ADMITTED)))
+            # Only a Workload the input shows Admitted without a reservation has any.
+            seconds = admitted_seconds(rec, now)
             found = outcome.get(key)
             if found is None:
                 conditions = rec.conditions
@@ -501,6 +503,8 @@ class Lifecycle:
                     items[QUOTA_RESERVED] = found[0]
                 if found[1] is not None:
                     items[ADMITTED] = found[1]
+            if found[1] is not None and seconds is not None:
+                rec.accumulated_s = (rec.accumulated_s or 0) + seconds
             if found[0] is not None or found[1] is not None:
                 self._mark(rec, Action.PENDING)
 

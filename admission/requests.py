@@ -14,7 +14,10 @@ _Exact = dict[str, Fraction]
 
 
 def requests_with_limits(resources: ResourceRequirements) -> dict[str, Quantity]:
-    """The requests, a limit standing in for each missing one, as the API server defaults them."""
+    """The requests, a limit standing in for each missing one, as the API server defaults them.
+
+    To be read, not changed: without limits it is ``resources.requests`` itself.
+    """
     if not resources.limits:
         return resources.requests
     merged: dict[str, Quantity] = dict(resources.limits)

@@ -222,3 +222,15 @@ def test_a_limit_outside_int32_above_zero_is_refused() -> None:
     assert "spec.maximumExecutionTimeSeconds" in refused["zero"]
     assert "must be between 1 and 2147483647, got 0" in refused["zero"]
     assert all(d.action == Action.REJECTED for d in r.rejected())
+
+
+def test_admitted_without_a_reservation_the_seconds_still_count() -> None:
+    """``SyncAdmittedCondition`` on a Workload the cluster shows ``Admitted`` but holding no
+    quota: Admitted turns False and the seconds since it turned True are summed."""
+    wl = admitted_since("stray", 10, T0 - 5_000, accumulated=2)
+    del wl["status"]["admission"]
+    wl["status"]["conditions"][0]["status"] = "False"
+    wl["status"]["conditions"][0]["reason"] = "Pending"
+    r = loaded([*queue(cpu=0), wl])
+    assert cond(r, "stray", "Admitted") == ("False", "NoReservation", "The workload has no reservation")
+    assert r.status("stray")["accumulatedPastExecutionTimeSeconds"] == 7
