@@ -24,12 +24,18 @@ def _seconds(ms: int) -> int:
     return ms // 1000 if ms >= 0 else -(-ms // 1000)
 
 
-def admitted_seconds(rec: WorkloadRecord, now_ms: int) -> int | None:
-    """Seconds since its ``Admitted`` condition turned True, or None while not admitted."""
+def _admitted_since_ms(rec: WorkloadRecord) -> int | None:
+    """When its ``Admitted`` condition turned True, to the second, or None while not admitted."""
     admitted = rec.conditions.get(ADMITTED)
     if admitted is None or admitted.status != "True":
         return None
-    return _seconds(now_ms - admitted.time_ms // 1000 * 1000)
+    return admitted.time_ms // 1000 * 1000
+
+
+def admitted_seconds(rec: WorkloadRecord, now_ms: int) -> int | None:
+    """Seconds since its ``Admitted`` condition turned True, or None while not admitted."""
+    since = _admitted_since_ms(rec)
+    return None if since is None else _seconds(now_ms - since)
 
 
 def deadline_ms(rec: WorkloadRecord) -> int | None:
@@ -38,10 +44,8 @@ def deadline_ms(rec: WorkloadRecord) -> int | None:
     limit = rec.obj.spec.maximum_execution_time_seconds
     if limit is None or rec.phase != Phase.ADMITTED or rec.evicting:
         return None
-    admitted = rec.conditions.get(ADMITTED)
-    if admitted is None or admitted.status != "True":
-        return None
-    return admitted.time_ms // 1000 * 1000 + (limit - (rec.accumulated_s or 0)) * 1000
+    since = _admitted_since_ms(rec)
+    return None if since is None else since + (limit - (rec.accumulated_s or 0)) * 1000
 
 
 class ExecutionDeadlines:

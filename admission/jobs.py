@@ -18,6 +18,8 @@ WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 # How long the Job's Workload may stay admitted (Kueue's MaxExecTimeSecondsLabel).
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+# The largest value of a Kubernetes API int32 field.
+INT32_MAX = 2**31 - 1
 # What Go's strconv.Atoi accepts.
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 JOB_GROUP = "batch"
@@ -82,7 +84,7 @@ def max_exec_time_of(labels: Mapping[str, object]) -> int | None:
     """The max-exec-time-seconds label as seconds; None when absent or, as for Kueue's
     ``MaximumExecutionTimeSecondsForObject``, not a positive 32-bit integer."""
     value = atoi(labels.get(MAX_EXEC_TIME_LABEL))
-    return value if value is not None and 0 < value < 2**31 else None
+    return value if value is not None and 0 < value <= INT32_MAX else None
 
 
 def workload_for_job(job: Job) -> Workload:

@@ -20,6 +20,7 @@ from kueuestream.admission.api.kueue import (
 )
 from kueuestream.admission.errors import FieldError
 from kueuestream.admission.jobs import (
+    INT32_MAX,
     MAX_EXEC_TIME_LABEL,
     MIN_PARALLELISM_ANNOTATION,
     atoi,
@@ -262,14 +263,14 @@ def validate_local_queue(lq: LocalQueue) -> list[FieldError]:
 def validate_workload(wl: Workload) -> list[FieldError]:
     errors: list[FieldError] = []
     max_exec = wl.spec.maximum_execution_time_seconds
-    if max_exec is not None and not 0 < max_exec < 2**31:
+    if max_exec is not None and not 0 < max_exec <= INT32_MAX:
         errors.append(
             FieldError(
-                "spec.maximumExecutionTimeSeconds", f"must be between 1 and {2**31 - 1}, got {max_exec}"
+                "spec.maximumExecutionTimeSeconds", f"must be between 1 and {INT32_MAX}, got {max_exec}"
             )
         )
     accumulated = wl.status.accumulated_past_execution_time_seconds
-    if accumulated is not None and not -(2**31) <= accumulated < 2**31:
+    if accumulated is not None and not -INT32_MAX - 1 <= accumulated <= INT32_MAX:
         errors.append(
             FieldError(
                 "status.accumulatedPastExecutionTimeSeconds",
