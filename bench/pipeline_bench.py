@@ -8,6 +8,10 @@
   runtime on its durable file log (fsync on), each processed to its decision
   before the next arrives; latency is submit -> decision written and applied.
 - embedded, listing: the same Workloads as one batch (a folder loaded at once).
+- embedded, at once: the Kafka run's shape (the cluster, then every event
+  submitted at once) on the in-memory log: the agents with no broker and no
+  fsync. With the raw run it is printed as a fraction of raw aiokafka's
+  throughput: the most any runtime of these agents could reach.
 - kafka (with --broker): real Faust workers (subprocesses), once per count
   of --workers. Throughput: the events published at once, until the last
   Workload is decided, and the CPU time each worker spent meanwhile (per 1,000
@@ -164,7 +168,8 @@ def percentiles(samples: list[float]) -> str:
 # --- embedded ---------------------------------------------------------------------------
 
 
-def bench_embedded(n: int) -> None:
+def bench_embedded(n: int) -> float:
+    """Prints the embedded runs; returns the events/s of the run that mirrors the Kafka one."""
     events = stream(n)
     with tempfile.TemporaryDirectory() as tmp:
         decided: dict[str, float] = {}
@@ -203,6 +208,21 @@ def bench_embedded(n: int) -> None:
             f"embedded listing:   {len(batch)} events as one batch in {elapsed:.2f}s = "
             f"{len(batch) / elapsed:,.0f} events/s"
         )
+    # The Kafka run's shape (the cluster first, then every event published at once) on the
+    # in-memory log: the same agents with no broker and no fsync, the most a runtime of
+    # these agents could reach.
+    pipeline = EmbeddedPipeline(MemoryLog())
+    pipeline.submit(listing(T0))
+    pipeline.pump()
+    start = time.perf_counter()
+    pipeline.submit([ev for _, ev in events])
+    pipeline.pump()
+    elapsed = time.perf_counter() - start
+    print(
+        f"embedded at once:   {len(events)} events submitted at once, in memory, in {elapsed:.2f}s = "
+        f"{len(events) / elapsed:,.0f} events/s"
+    )
+    return len(events) / elapsed
 
 
 # --- kafka ------------------------------------------------------------------------------
@@ -527,8 +547,7 @@ def main() -> int:
         "--skip", nargs="*", default=[], choices=["embedded", "kafka", "raw", "recovery", "replay"]
     )
     args = parser.parse_args()
-    if "embedded" not in args.skip:
-        bench_embedded(args.events)
+    agents_alone = bench_embedded(args.events) if "embedded" not in args.skip else None
     if args.broker and "kafka" not in args.skip:
         runs = {count: bench_kafka(args.broker, args.events, count, args.rate) for count in args.workers}
         first = args.workers[0]
@@ -542,6 +561,11 @@ def main() -> int:
             raw = bench_raw(args.broker, args.events)
             for count, (per_s, _) in runs.items():
                 print(f"kafka {count} worker(s): {per_s / raw:.2%} of raw aiokafka's throughput")
+            if agents_alone is not None:
+                print(
+                    f"embedded at once (the agents with no broker): {agents_alone / raw:.2%} of raw "
+                    "aiokafka's throughput"
+                )
     if args.broker and "recovery" not in args.skip:
         for n in args.recovery_events:
             bench_recovery(args.broker, n)
