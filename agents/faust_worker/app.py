@@ -34,7 +34,8 @@ rebalance, and this repairs it. Faust's in-memory table store keeps the
 writes of an aborted transaction across a rebalance, so Faust Tables cannot be
 that source of truth; the routing tables (``objects``, ``cq_cohorts``,
 ``claims``, ...) and the ``quotas``, ``usage`` and ``workloads`` views are Faust
-Tables with changelogs that mirror the state for operators.
+Tables with changelogs that mirror the state for operators, their writes held
+back and sent together (:mod:`.held_writes`).
 
 Throughput. Each agent hands the records it produced to the producer and goes
 on; an :class:`InOrderAcker` acknowledges inputs in order once their records
@@ -47,7 +48,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -58,6 +59,7 @@ from faust.types import TP
 
 from kueuestream.admission.engine import Engine
 from kueuestream.admission.quantity import resource_quantity
+from kueuestream.admission.quota import QuotaNode
 from kueuestream.agents.admission import AdmissionHandler
 from kueuestream.agents.admission_shards import Emitted
 from kueuestream.agents.applier import applied_out, read_decision
@@ -68,6 +70,7 @@ from kueuestream.agents.faust_worker import DEFAULT_SNAPSHOT_EVERY
 from kueuestream.agents.faust_worker.changelog_recovery import TailAwareTableManager
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.fenced_producer import FenceTolerantTransport
+from kueuestream.agents.faust_worker.held_writes import FLUSH_INTERVAL, HeldTable, HeldWrites
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
 from kueuestream.agents.faust_worker.resend_window import LogOrigins, ResendWindow, origin_key
 from kueuestream.agents.faust_worker.snapshots import (
@@ -152,7 +155,8 @@ class Runtime:
         self.views: dict[str, Any] = {
             name: app.Table(name, partitions=self.partitions, schema=schema) for name in VIEW_TABLES
         }
-        self.ingest_tables: dict[str, MirroredTable] = {}
+        self.held = HeldWrites({**self.tables, **self.views})
+        self.ingest_tables: dict[str, HeldTable] = {}
         self.ingest = self._new_ingest()
         self.ingest_next: int | None = None
         # As covered_from and since_snapshot below, for ingest's routing tables.
@@ -296,7 +300,7 @@ class Runtime:
     # --- state from the logs --------------------------------------------------------------
 
     def _new_ingest(self, data: Mapping[str, dict[str, Any]] | None = None) -> IngestHandler:
-        tables = {name: MirroredTable(self.tables[name]) for name in TABLES}
+        tables = {name: HeldTable(self.held, name, (self.names.watch, 0)) for name in TABLES}
         for name, table in tables.items():
             table.data = dict((data or {}).get(name, {}))
         self.ingest_tables = tables
@@ -696,36 +700,60 @@ class Runtime:
 
     def update_views(self, partition: int, emitted: Emitted) -> None:
         state = self.admission.state(partition)
-        usage, quotas = self.views["usage"], self.views["quotas"]
+        held, source = self.held, (self.names.admission, partition)
         for shard in sorted(emitted.touched):
             engine = state.shards[shard].engine
             keys = self._view_keys.setdefault(shard, set())
             current = set()
             for name in sorted(engine.cqs):
-                node = engine.cqs[name].node
                 key = f"{shard}/{name}"
                 current.add(key)
-                used = {f"{r}/{f}": resource_quantity(r, a) for (f, r), a in sorted(node.usage.items()) if a}
-                nominal = {
-                    f"{r}/{f}": resource_quantity(r, q.nominal) for (f, r), q in sorted(node.quotas.items())
-                }
-                if usage.get(key) != used:
-                    usage[key] = used
-                if quotas.get(key) != nominal:
-                    quotas[key] = nominal
+                for table, value in zip(("usage", "quotas"), cq_views(engine.cqs[name].node), strict=True):
+                    if held.get(source, table, key) != value:
+                        held.set(source, table, key, value)
             # ClusterQueues handed over to another shard (or deleted) leave this one's view.
             for key in sorted(keys - current):
-                usage.pop(key, None)
-                quotas.pop(key, None)
+                held.delete(source, "usage", key)
+                held.delete(source, "quotas", key)
             self._view_keys[shard] = current
-        workloads = self.views["workloads"]
         for d in emitted.decisions:
             admission = d.status.get("admission") or {}
-            workloads[f"{d.ref.namespace}/{d.ref.name}"] = {
+            view = {
                 "shard": d.cause.shard,
                 "action": d.action.value,
                 "clusterQueue": admission.get("clusterQueue", ""),
             }
+            held.set(source, "workloads", f"{d.ref.namespace}/{d.ref.name}", view)
+
+    async def flush_held(self, ours: Iterable[tuple[str, int]] | None = None) -> None:
+        """Send the held Table changes of the inputs this worker holds, or of ``ours`` (inputs
+        being revoked, or all at a stop: still this worker's) (see :mod:`.held_writes`)."""
+        if ours is not None:
+            records = self.held.take(lambda _: True, ours)
+        else:
+            try:
+                assigned = {(tp.topic, tp.partition) for tp in self.app.consumer.assignment()}
+            except Exception:  # no consumer yet, or it is being replaced in a rebalance
+                return
+            records = self.held.take(lambda source: source in assigned)
+        if not records:
+            return
+        producer = await self.producer()
+        sent = [
+            await producer.send(r.topic, value=r.value, key=r.key, partition=r.partition) for r in records
+        ]
+        for outcome in await asyncio.gather(*sent, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                # A mirror left behind until the key changes again; no decision reads it.
+                log.warning("a Table's changelog record could not be sent: %r", outcome)
+                break
+
+
+def cq_views(node: QuotaNode) -> tuple[dict[str, str], dict[str, str]]:
+    """A ClusterQueue's ``usage`` and ``quotas`` views: quantities by ``resource/flavor``."""
+    used = {f"{r}/{f}": resource_quantity(r, a) for (f, r), a in sorted(node.usage.items()) if a}
+    nominal = {f"{r}/{f}": resource_quantity(r, q.nominal) for (f, r), q in sorted(node.quotas.items())}
+    return used, nominal
 
 
 class InOrderAcker:
@@ -768,36 +796,6 @@ class InOrderAcker:
                         deliveries.set_result(False)
                 return
             await self.stream.ack(event)
-
-
-class MirroredTable(MutableMapping[str, Any]):
-    """A dict the handlers read and write, mirrored into a Faust Table while processing live input."""
-
-    # Set around live processing; rebuilding from the log does not write the changelog again.
-    live: bool = False
-
-    def __init__(self, mirror: Any) -> None:
-        self.data: dict[str, Any] = {}
-        self.mirror = mirror
-
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self.data[key] = value
-        if MirroredTable.live:
-            self.mirror[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        del self.data[key]
-        if MirroredTable.live:
-            self.mirror.pop(key, None)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return len(self.data)
 
 
 def faust_credentials(settings: KafkaSettings) -> Any:
@@ -903,11 +901,11 @@ def build_app(
                 acker.add(event, [])
                 continue
             runtime.ingest_covered_from = None
-            MirroredTable.live = True
+            HeldTable.live = True
             try:
                 outs = runtime.ingest.handle(offset, event.value)
             finally:
-                MirroredTable.live = False
+                HeldTable.live = False
             runtime.ingest_next = offset + 1
             runtime.ingest_since_snapshot += 1
             acker.add(event, await runtime.send_after_takeover((names.watch, 0), offset, outs))
@@ -980,6 +978,11 @@ def build_app(
     if clock:
         app.timer(interval=CLOCK_INTERVAL)(tick_clock)
 
+    async def flush_held() -> None:
+        await runtime.flush_held()
+
+    app.timer(interval=FLUSH_INTERVAL)(flush_held)
+
     if stall_limit > 0:
         watch_progress(app, runtime, StallWatch(stall_limit))
 
@@ -1005,11 +1008,13 @@ def build_app(
 
     async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
         revoked: set[Any] = args[0] if args else kwargs.get("revoked", set())
+        await runtime.flush_held([(tp.topic, tp.partition) for tp in revoked])
         for tp in sorted(revoked):
             if tp.topic == names.admission:
                 await runtime.forget(tp.partition)
 
     async def on_shutdown(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
+        await runtime.flush_held(runtime.held.sources())
         for partition in sorted(runtime.writers):
             await runtime.writers[partition].drain()
         await runtime.close()

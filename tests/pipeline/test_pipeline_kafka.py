@@ -42,8 +42,9 @@ def encoded(steps: Sequence[Sequence[WatchEvent]]) -> list[list[bytes]]:
     return [[codec.encode(e) for e in step] for step in steps]
 
 
-def embedded(steps: Steps) -> tuple[MemoryLog, list[dict[int, int]], list[int]]:
-    """The reference run: its log, and after each step the admission end offsets and decision count."""
+def embedded_run(steps: Steps) -> tuple[EmbeddedPipeline, MemoryLog, list[dict[int, int]], list[int]]:
+    """The reference run: its pipeline, its log, and after each step the admission end offsets
+    and decision count."""
     log = MemoryLog()
     pipeline = EmbeddedPipeline(log)
     ends, counts = [], []
@@ -52,6 +53,11 @@ def embedded(steps: Steps) -> tuple[MemoryLog, list[dict[int, int]], list[int]]:
         pipeline.pump()
         ends.append(log.end_offsets_sync("kueue.admission"))
         counts.append(sum(log.end_offsets_sync("kueue.decisions").values()))
+    return pipeline, log, ends, counts
+
+
+def embedded(steps: Steps) -> tuple[MemoryLog, list[dict[int, int]], list[int]]:
+    _, log, ends, counts = embedded_run(steps)
     return log, ends, counts
 
 
