@@ -105,7 +105,7 @@ from kueuestream.streams.codec import DecodeError
 from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.kafka_settings import KafkaSettings, KafkaTarget, kafka_settings
 from kueuestream.streams.log import LogError
-from kueuestream.streams.schemas import ApplyOutcome
+from kueuestream.streams.schemas import ApplyOutcome, DecisionRecord
 
 __all__ = ["build_app", "publish_dir", "run_worker"]
 
@@ -717,13 +717,7 @@ class Runtime:
                 held.delete(source, "quotas", key)
             self._view_keys[shard] = current
         for d in emitted.decisions:
-            admission = d.status.get("admission") or {}
-            view = {
-                "shard": d.cause.shard,
-                "action": d.action.value,
-                "clusterQueue": admission.get("clusterQueue", ""),
-            }
-            held.set(source, "workloads", f"{d.ref.namespace}/{d.ref.name}", view)
+            held.set(source, "workloads", f"{d.ref.namespace}/{d.ref.name}", workload_view(d))
 
     async def flush_held(self, ours: Iterable[tuple[str, int]] | None = None) -> None:
         """Send the held Table changes of the inputs this worker holds, or of ``ours`` (inputs
@@ -747,6 +741,16 @@ class Runtime:
                 # A mirror left behind until the key changes again; no decision reads it.
                 log.warning("a Table's changelog record could not be sent: %r", outcome)
                 break
+
+
+def workload_view(d: DecisionRecord) -> dict[str, str]:
+    """A Workload's entry in the ``workloads`` view: its last decision."""
+    admission = d.status.get("admission") or {}
+    return {
+        "shard": d.cause.shard,
+        "action": d.action.value,
+        "clusterQueue": admission.get("clusterQueue", ""),
+    }
 
 
 def cq_views(node: QuotaNode) -> tuple[dict[str, str], dict[str, str]]:

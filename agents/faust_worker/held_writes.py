@@ -69,7 +69,7 @@ class HeldWrites:
     ) -> list[ChangelogRecord]:
         """What is held for the inputs this worker ``holds`` (of ``only``, or all), applied to the
         Tables' stores, as changelog records to send; the rest of those inputs' writes dropped."""
-        sources = sorted(self._held) if only is None else sorted(set(only) & set(self._held))
+        sources = self.sources() if only is None else sorted(set(only) & set(self._held))
         records = []
         for source in sources:
             held = self._held.pop(source)

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kueuestream.agents.faust_worker.app import VIEW_TABLES, cq_views
+from kueuestream.agents.faust_worker.app import VIEW_TABLES, cq_views, workload_view
 from kueuestream.streams import codec
 from kueuestream.streams.kafka_log import KafkaLog
 from kueuestream.streams.schemas import DecisionRecord
@@ -42,11 +42,7 @@ def embedded_views(steps: Steps) -> tuple[Views, list[dict[int, int]], list[int]
                 views["usage"][f"{shard}/{name}"], views["quotas"][f"{shard}/{name}"] = cq_views(cq.node)
         for record in log.read_sync("kueue.decisions", p):
             d = codec.decode(record.value, DecisionRecord)
-            views["workloads"][f"{d.ref.namespace}/{d.ref.name}"] = {
-                "shard": d.cause.shard,
-                "action": d.action.value,
-                "clusterQueue": (d.status.get("admission") or {}).get("clusterQueue", ""),
-            }
+            views["workloads"][f"{d.ref.namespace}/{d.ref.name}"] = workload_view(d)
     views["objects"] = dict(pipeline.ingest.router.objects)
     return views, ends, counts
 
