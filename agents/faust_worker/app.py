@@ -66,7 +66,7 @@ from kueuestream.agents.applier import applied_out, read_decision
 from kueuestream.agents.audit.pending import QueueNotFound
 from kueuestream.agents.dashboard.live import LiveDashboard
 from kueuestream.agents.dashboard.serve import worker_dashboard
-from kueuestream.agents.faust_worker import DEFAULT_SNAPSHOT_EVERY
+from kueuestream.agents.faust_worker import DEFAULT_SNAPSHOT_EVERY, consumer_state
 from kueuestream.agents.faust_worker.changelog_recovery import TailAwareTableManager
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.fenced_producer import FenceTolerantTransport
@@ -1056,7 +1056,7 @@ def watch_progress(app: faust.App, runtime: Runtime, watch: StallWatch) -> None:
             watch.reset()
             return
         if stalls:
-            give_up(stalls)
+            give_up(stalls, consumer_state.describe(app, [s.key for s in stalls]))
 
     app.timer(interval=watch.interval)(check_progress)
 

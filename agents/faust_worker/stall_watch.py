@@ -24,7 +24,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -133,16 +133,18 @@ async def confirmed(kafka: KafkaLog, stalls: list[Stall], seen: Mapping[Key, Pos
     return [s for s in stalls if last.get(s.key, -1) >= s.committed]
 
 
-def give_up(stalls: list[Stall]) -> NoReturn:
-    """Log why, and what every task of the worker was waiting on, then exit at once: a stuck
-    worker may not get through an orderly shutdown."""
+def give_up(stalls: list[Stall], consumer: Sequence[str] = ()) -> NoReturn:
+    """Log why, what the consumer said of the partitions (``consumer``, see
+    :mod:`.consumer_state`) and what every task of the worker was waiting on, then exit at once:
+    a stuck worker may not get through an orderly shutdown."""
     lines = [s.describe() for s in stalls]
     log.error(
         "no progress on %d partition(s) this worker holds; exiting with status %d so that it is "
-        "started again:\n  %s\nwhat the worker was waiting on:\n%s",
+        "started again:\n  %s\nwhat the consumer says of them:\n  %s\nwhat the worker was waiting on:\n%s",
         len(stalls),
         STALL_EXIT_CODE,
         "\n  ".join(lines),
+        "\n  ".join(consumer) or "(nothing)",
         "\n".join(_waiting_on()),
     )
     for handler in logging.getLogger().handlers:

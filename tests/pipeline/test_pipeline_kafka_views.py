@@ -72,7 +72,7 @@ def test_the_views_end_with_the_state_of_the_engines(kafka_bootstrap: str, tmp_p
     assert any(expected["usage"].values()) and expected["workloads"] and expected["objects"]
     with worker_group(kafka_bootstrap, tmp_path, 2) as w:
         asyncio.run(through_kafka(kafka_bootstrap, w.names, steps, ends, counts))
-        # Held writes go out every half second, and are read once their transaction commits.
+        # Held writes go out every half second, through a producer outside any transaction.
         deadline = time.monotonic() + 30
         while (got := asyncio.run(changelog_views(kafka_bootstrap, w.app_id))) != expected:
             if time.monotonic() > deadline:

@@ -136,8 +136,8 @@ async def test_the_broker_shows_waiting_records_and_only_records_a_reader_gets(k
 
 
 def test_a_worker_that_gives_up_says_why_and_exits_75() -> None:
-    """The log names the stuck partition and what each task was waiting on; the exit status
-    tells the Deployment (or the operator) to start the worker again."""
+    """The log names the stuck partition, what the consumer says of it and what each task was
+    waiting on; the exit status tells the Deployment (or the operator) to start the worker again."""
     script = textwrap.dedent(
         """
         import asyncio, logging
@@ -149,7 +149,7 @@ def test_a_worker_that_gives_up_says_why_and_exits_75() -> None:
         async def main():
             asyncio.ensure_future(wait_for_a_record_that_never_comes())
             await asyncio.sleep(0.05)
-            give_up([Stall(("t.kueue.watch", 0), 21, 61.0)])
+            give_up([Stall(("t.kueue.watch", 0), 21, 61.0)], ["t.kueue.watch[0]: Faust: paused yes"])
 
         logging.basicConfig(level=logging.INFO)
         asyncio.run(main())
@@ -159,4 +159,5 @@ def test_a_worker_that_gives_up_says_why_and_exits_75() -> None:
     assert done.returncode == STALL_EXIT_CODE == 75
     assert "exiting with status 75 so that it is started again" in done.stderr
     assert "t.kueue.watch[0]: a record waits at offset 21" in done.stderr
+    assert "what the consumer says of them:\n  t.kueue.watch[0]: Faust: paused yes" in done.stderr
     assert "wait_for_a_record_that_never_comes" in done.stderr
