@@ -27,6 +27,10 @@
   one-partition topic and read back by one consumer, first send to last
   message read (repeated up to 20,000 messages, to be timed well); the
   pipeline's throughput is printed as a fraction of it.
+- faust alone (with --broker, after the raw run): a Faust worker with the
+  pipeline's settings whose agent does nothing with the same messages, read
+  from a filled one-partition topic (see ``bench/faust_ceiling.py``): what
+  Faust itself takes per record, as a fraction of raw aiokafka.
 - recovery (with --broker): for each --recovery-events count, a history of that
   many watch events (Workloads arriving, finishing and deleted, so the live
   state stays bounded) is decided by the embedded runtime and copied into fresh
@@ -66,6 +70,7 @@ sys.path.insert(0, str(REPO))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 
+from bench.faust_ceiling import print_ceilings  # noqa: E402
 from bench.process_cpu import cpu_seconds  # noqa: E402
 from kueuestream.agents.audit.replay import verify  # noqa: E402
 from kueuestream.agents.embedded.memory_log import MemoryLog  # noqa: E402
@@ -363,13 +368,18 @@ def bench_kafka(broker: str, n: int, workers: int, rate: float) -> tuple[float, 
 RAW_MESSAGES = 20_000
 
 
-def bench_raw(broker: str, n: int) -> float:
+def raw_values(n: int, total: int = RAW_MESSAGES) -> list[bytes]:
+    """The watch-event messages of ``stream(n)``, repeated up to ``total``: a few thousand take
+    too little time to be timed well."""
     events = [codec.encode(e) for _, e in stream(n)]
-    # Repeated up to RAW_MESSAGES: a few thousand take too little time to be timed well.
-    values = events * -(-RAW_MESSAGES // len(events))
+    return events * -(-total // len(events))
+
+
+def bench_raw(broker: str, n: int) -> float:
+    values = raw_values(n)
     elapsed = asyncio.run(raw_run(broker, values))
     print(
-        f"raw aiokafka: the same {len(events)} messages, {len(values)} in all, produced and read back "
+        f"raw aiokafka: the same {n} messages, {len(values)} in all, produced and read back "
         f"in {elapsed:.2f}s = {len(values) / elapsed:,.0f} messages/s"
     )
     return len(values) / elapsed
@@ -544,7 +554,7 @@ def main() -> int:
         "--recovery-events", type=int, nargs="*", default=[10_000, 100_000], help="history lengths (Kafka)"
     )
     parser.add_argument(
-        "--skip", nargs="*", default=[], choices=["embedded", "kafka", "raw", "recovery", "replay"]
+        "--skip", nargs="*", default=[], choices=["embedded", "kafka", "raw", "faust", "recovery", "replay"]
     )
     args = parser.parse_args()
     agents_alone = bench_embedded(args.events) if "embedded" not in args.skip else None
@@ -566,6 +576,8 @@ def main() -> int:
                     f"embedded at once (the agents with no broker): {agents_alone / raw:.2%} of raw "
                     "aiokafka's throughput"
                 )
+            if "faust" not in args.skip:
+                print_ceilings(args.broker, raw_values(args.events), raw)
     if args.broker and "recovery" not in args.skip:
         for n in args.recovery_events:
             bench_recovery(args.broker, n)
