@@ -70,6 +70,7 @@ from kueuestream.agents.faust_worker import DEFAULT_SNAPSHOT_EVERY, consumer_sta
 from kueuestream.agents.faust_worker.changelog_recovery import TailAwareTableManager
 from kueuestream.agents.faust_worker.decision_writer import DecisionWriter
 from kueuestream.agents.faust_worker.fenced_producer import FenceTolerantTransport
+from kueuestream.agents.faust_worker.flow_control import RefetchingFlowControl
 from kueuestream.agents.faust_worker.held_writes import FLUSH_INTERVAL, HeldTable, HeldWrites
 from kueuestream.agents.faust_worker.publish import ensure_topics, publish_dir
 from kueuestream.agents.faust_worker.resend_window import LogOrigins, ResendWindow, origin_key
@@ -870,6 +871,8 @@ def build_app(
     )
     # faust-streaming stops the app when a stalled worker finds its transactions fenced.
     app.transport = FenceTolerantTransport(app.conf.broker_consumer, app)
+    # Before any stream's buffer is made: each is emptied through the flow control it was made with.
+    app.flow_control = RefetchingFlowControl(lambda tp, offset: app.consumer.seek(tp, offset))
     runtime = Runtime(app, settings, names, job_controller, cluster, snapshot_every)
     # Recovery reads the changelogs' tails, or waits 10 s for each restart and rebalance.
     cast(TailAwareTableManager, app.tables).tails = runtime.changelog_tails

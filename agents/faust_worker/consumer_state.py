@@ -102,10 +102,15 @@ def _aiokafka(consumer: Any, tp: TP) -> str:
 
 def describe(app: Any, keys: Iterable[Key]) -> list[str]:
     """One line on the flow of ``app`` and one per partition in ``keys``."""
-    lines = [flow_line(app)]
+    lines = []
+    # A diagnosis must not stop the exit it explains.
+    try:
+        lines.append(flow_line(app))
+    except Exception as exc:
+        lines.append(f"flow: could not be read ({exc!r})")
     for key in sorted(keys):
         try:
             lines.append(partition_line(app, key))
-        except Exception as exc:  # a diagnosis must not stop the exit it explains
+        except Exception as exc:
             lines.append(f"{key[0]}[{key[1]}]: could not be read ({exc!r})")
     return lines

@@ -100,3 +100,22 @@ async def test_the_flow_line_shows_a_suspended_flow_control() -> None:
     app.flow_control.suspend()
     app.consumer.stop_flow()
     assert "consumer flow active no, flow control active no" in describe(app, [])[0]
+
+
+def test_state_that_cannot_be_read_is_said_so_and_the_description_goes_on() -> None:
+    """The description is written just before the worker exits: a part that raises is named,
+    never allowed to stop the exit."""
+
+    class Replaced:
+        """An app whose consumer is being replaced as it is read."""
+
+        @property
+        def _consumer(self) -> Any:
+            raise RuntimeError("consumer gone")
+
+    lines = describe(Replaced(), [OTHER, WATCH])
+    assert lines == [
+        "flow: could not be read (RuntimeError('consumer gone'))",
+        "kueue.watch[0]: could not be read (RuntimeError('consumer gone'))",
+        "kueue.watch[1]: could not be read (RuntimeError('consumer gone'))",
+    ]

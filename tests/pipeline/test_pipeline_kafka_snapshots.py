@@ -44,6 +44,7 @@ pytestmark = pytest.mark.kafka
 EVERY = 8
 READING = re.compile(r"admission partition (\d+): reading the log from offset (\d+) up to offset (\d+)")
 ROUTING = re.compile(r"ingest routing rebuilt from \S+ offset (\d+) up to offset (\d+)")
+FROM_0 = re.compile(r"admission partition (\d+): rebuilding for offset 0 ")
 # Partition 6 of kueue.snapshots holds ingest's routing tables; 0-5 the admission partitions'.
 ROUTING_PARTITION = 6
 
@@ -185,14 +186,28 @@ def test_records_a_restored_snapshot_covers_are_not_applied_again(
     """Faust may give a restarted worker records older than its newest snapshot (their offsets
     were not committed yet): they are in the snapshot, so they are skipped, not decided twice;
     and the records after the snapshot that the killed worker had processed do not send their
-    admission records again (the topics equal the embedded run's, copies included)."""
+    admission records again (the topics equal the embedded run's, copies included).
+
+    Every partition's records come again from the committed offset, 0: none is emptied out of a
+    stream's buffer for good as Faust's recovery resumes the flow
+    (``agents/faust_worker/flow_control.py``; without it, in about a third of the runs some
+    partitions' agent got only the records published after the restart). In about one run in
+    twenty no partition's records come again at all (see "Faust empties records" in
+    docs/design.md): the case is then not exercised, and the run is made once more."""
     steps = encoded(workload_stream(30, seed=13).steps)
-    w, restarted = run_with_a_restart(kafka_bootstrap, tmp_path, steps, rewind=True)
-    written = asyncio.run(manifests(kafka_bootstrap, w.names))
-    read = {p: start for p, (start, _) in readings(restarted).items() if written.get(p)}
-    assert read and all(start > 0 for start in read.values()), read
-    rebuilds = [line for line in restarted.splitlines() if "rebuilding for offset" in line]
-    assert any("rebuilding for offset 0 " in line for line in rebuilds), rebuilds
+    runs: list[list[str]] = []
+    for attempt in range(2):
+        w, restarted = run_with_a_restart(kafka_bootstrap, tmp_path / f"run{attempt}", steps, rewind=True)
+        written = asyncio.run(manifests(kafka_bootstrap, w.names))
+        read = {p: start for p, (start, _) in readings(restarted).items() if written.get(p)}
+        assert read and all(start > 0 for start in read.values()), read
+        runs.append([line for line in restarted.splitlines() if "rebuilding for offset" in line])
+        from_0 = {int(p) for p in FROM_0.findall(restarted)}
+        if from_0:
+            snapshotted = {p for p, docs in written.items() if docs and p != ROUTING_PARTITION}
+            assert snapshotted <= from_0, runs[-1]
+            return
+    raise AssertionError(f"no run got its records again from offset 0; the rebuilds of each: {runs}")
 
 
 def test_a_damaged_snapshot_falls_back_to_the_log_from_offset_0(kafka_bootstrap: str, tmp_path: Path) -> None:
