@@ -872,7 +872,9 @@ def build_app(
     # faust-streaming stops the app when a stalled worker finds its transactions fenced.
     app.transport = FenceTolerantTransport(app.conf.broker_consumer, app)
     # Before any stream's buffer is made: each is emptied through the flow control it was made with.
-    app.flow_control = RefetchingFlowControl(lambda tp, offset: app.consumer.seek(tp, offset))
+    app.flow_control = RefetchingFlowControl(
+        lambda tp, offset: app.consumer.seek(tp, offset), (names.watch, names.admission, names.decisions)
+    )
     runtime = Runtime(app, settings, names, job_controller, cluster, snapshot_every)
     # Recovery reads the changelogs' tails, or waits 10 s for each restart and rebalance.
     cast(TailAwareTableManager, app.tables).tails = runtime.changelog_tails

@@ -8,13 +8,15 @@ so what it empties are records of the new assignment, fetched from those
 offsets: Faust's read offsets are already past them and the consumer fetches
 on from after them, so no stream ever gets them. Seen in the snapshot tests
 as a restarted worker whose agent got a partition's first record at the
-partition's end, or none at all while records waited: when the records
-emptied out are a partition's last, nothing follows them and the partition
-waits with a live worker until the stall watch ends it.
+partition's end; when the records emptied out are a partition's last,
+nothing follows them and the partition waits with a live worker until the
+stall watch ends it.
 
 :class:`RefetchingFlowControl` empties the buffers as Faust does, then seeks
-each partition whose records it emptied back to the first of them, so they
-are fetched and handed to the streams again. Records a stream got between
+each partition of the agents' topics whose records it emptied back to the
+first of them, so they are fetched and handed to the streams again (the
+Tables' changelogs are Faust's recovery's to read, from offsets it seeks
+itself). Records a stream got between
 the resume and the seek come again after them; the agents take any offset
 but the one they expect next as the log's records out of order and rebuild
 the partition from the log up to it (``Runtime.catch_up``,
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from faust.types import TP
@@ -40,13 +42,15 @@ Seek = Callable[[TP, int], Awaitable[None]]
 
 
 class RefetchingFlowControl(FlowControlEvent):
-    def __init__(self, seek: Seek, **kwargs: Any) -> None:
+    def __init__(self, seek: Seek, topics: Iterable[str], **kwargs: Any) -> None:
+        """``seek`` moves the consumer; ``topics`` are those whose emptied records are fetched again."""
         super().__init__(**kwargs)
         self._seek = seek
+        self._topics = frozenset(topics)
         self._refetching: set[asyncio.Task[None]] = set()
 
     def resume(self) -> None:
-        emptied = self.buffered()
+        emptied = {tp: offsets for tp, offsets in self.buffered().items() if tp.topic in self._topics}
         super().resume()
         for tp, offsets in sorted(emptied.items()):
             log.info(

@@ -36,17 +36,19 @@ class Seeks:
 
 def app_with(seeks: Seeks) -> tuple[faust.App, RefetchingFlowControl]:
     app = faust.App("refetch", broker="kafka://127.0.0.1:9", store="memory://")
-    flow = RefetchingFlowControl(seeks)
+    flow = RefetchingFlowControl(seeks, [ADMISSION])
     app.flow_control = flow
     return app, flow
 
 
-def buffer_of(app: faust.App, records: list[tuple[int, int]]) -> asyncio.Queue[faust.Event]:
+def buffer_of(
+    app: faust.App, records: list[tuple[int, int]], topic: str = ADMISSION
+) -> asyncio.Queue[faust.Event]:
     """A stream buffer as Faust makes it (emptied on resume), holding ``(partition, offset)``.
     The flow control holds its buffers weakly: the caller keeps the one returned."""
     queue = app.FlowControlQueue(maxsize=100, clear_on_resume=True)
     for partition, offset in records:
-        message = Message(ADMISSION, partition, offset, 0.0, 0, None, b"", b"{}", None)
+        message = Message(topic, partition, offset, 0.0, 0, None, b"", b"{}", None)
         queue.put_nowait(faust.Event(app, b"", b"{}", None, message))
     return queue
 
@@ -72,6 +74,16 @@ async def test_a_resume_with_nothing_buffered_seeks_nothing() -> None:
     seeks = Seeks()
     app, flow = app_with(seeks)
     queue = buffer_of(app, [])
+    flow.resume()
+    await settled()
+    assert queue.empty() and seeks.calls == []
+
+
+async def test_records_of_a_tables_changelog_are_left_to_faust() -> None:
+    """Faust's recovery reads the Tables' changelogs from offsets it seeks itself."""
+    seeks = Seeks()
+    app, flow = app_with(seeks)
+    queue = buffer_of(app, [(0, 40)], topic="refetch-usage-changelog")
     flow.resume()
     await settled()
     assert queue.empty() and seeks.calls == []
