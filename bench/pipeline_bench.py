@@ -375,8 +375,8 @@ def raw_values(n: int, total: int = RAW_MESSAGES) -> list[bytes]:
     return events * -(-total // len(events))
 
 
-def bench_raw(broker: str, n: int) -> float:
-    values = raw_values(n)
+def bench_raw(broker: str, n: int, values: list[bytes]) -> float:
+    """Messages/s of raw aiokafka with ``values``, the messages of ``stream(n)`` repeated."""
     elapsed = asyncio.run(raw_run(broker, values))
     print(
         f"raw aiokafka: the same {n} messages, {len(values)} in all, produced and read back "
@@ -568,7 +568,8 @@ def main() -> int:
                     f"{cpu / runs[first][1]:.2f}x the CPU per event (all workers together)"
                 )
         if "raw" not in args.skip:
-            raw = bench_raw(args.broker, args.events)
+            values = raw_values(args.events)
+            raw = bench_raw(args.broker, args.events, values)
             for count, (per_s, _) in runs.items():
                 print(f"kafka {count} worker(s): {per_s / raw:.2%} of raw aiokafka's throughput")
             if agents_alone is not None:
@@ -577,7 +578,7 @@ def main() -> int:
                     "aiokafka's throughput"
                 )
             if "faust" not in args.skip:
-                print_ceilings(args.broker, raw_values(args.events), raw)
+                print_ceilings(args.broker, values, raw)
     if args.broker and "recovery" not in args.skip:
         for n in args.recovery_events:
             bench_recovery(args.broker, n)

@@ -16,11 +16,11 @@ stall watch ends it.
 each partition of the agents' topics whose records it emptied back to the
 first of them, so they are fetched and handed to the streams again (the
 Tables' changelogs are Faust's recovery's to read, from offsets it seeks
-itself). Records a stream got between
-the resume and the seek come again after them; the agents take any offset
-but the one they expect next as the log's records out of order and rebuild
-the partition from the log up to it (``Runtime.catch_up``,
-``Runtime.ingest_catch_up``), so each record still counts once, in order.
+itself). Records a stream got between the resume and the seek come again
+after them; the agents take any offset but the one they expect next as the
+log's records out of order and rebuild the partition from the log up to it
+(``Runtime.catch_up``, ``Runtime.ingest_catch_up``), so each record still
+counts once, in order.
 Records from before the rebalance that the resume at the recovery's start
 empties are sought past by Faust's own seek to the committed offsets, which
 comes after it.
@@ -53,15 +53,16 @@ class RefetchingFlowControl(FlowControlEvent):
         emptied = {tp: offsets for tp, offsets in self.buffered().items() if tp.topic in self._topics}
         super().resume()
         for tp, offsets in sorted(emptied.items()):
+            first = min(offsets)
             log.info(
                 "%s[%d]: %d record(s) from offset %d emptied out of a stream's buffer as the flow "
                 "resumed; fetching them again",
                 tp.topic,
                 tp.partition,
                 len(offsets),
-                min(offsets),
+                first,
             )
-            task = asyncio.ensure_future(self._refetch(tp, min(offsets)))
+            task = asyncio.ensure_future(self._refetch(tp, first))
             self._refetching.add(task)
             task.add_done_callback(self._refetching.discard)
 
